@@ -1,0 +1,5 @@
+import sys
+
+from echoray.cli import main
+
+sys.exit(main())

@@ -1,0 +1,195 @@
+"""One typed config tree that mirrors the pipeline YAML sections (see DESIGN.md).
+
+Every model forbids unknown keys, so a typo is an error naming the key instead of
+a silently ignored setting. Defaults are the embedded digits pipeline.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+PositiveInt = Annotated[int, Field(ge=1)]
+Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class RemoteEmulation(Section):
+    """Emulates reading over a network: time spent waiting, not computing."""
+
+    latency_ms: Annotated[float, Field(ge=0)] = 0.0
+    bandwidth_mb_s: Annotated[float, Field(gt=0)] | None = None
+
+
+class SourceConfig(Section):
+    kind: Literal["digits", "cifar10", "image_folder", "parquet"] = "digits"
+    path: str | None = None
+    eval_path: str | None = None
+    holdout_fraction: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.2
+    image_size: PositiveInt | None = 16
+    chunk_size: PositiveInt = 1
+    limit: PositiveInt | None = None
+    eval_limit: PositiveInt | None = None
+    image_column: str = "image"
+    label_column: str = "label"
+    max_bad_fraction: Fraction = 0.0
+    remote: RemoteEmulation = RemoteEmulation()
+
+    @model_validator(mode="after")
+    def _path_needed(self) -> SourceConfig:
+        if self.kind != "digits" and not self.path:
+            raise ValueError(f"source.path is required for source.kind={self.kind!r}")
+        return self
+
+
+class AugmentOp(Section):
+    op: Literal["random_crop", "flip", "cutout", "random_resized_crop"]
+    padding: Annotated[int, Field(ge=0)] = 0
+    size: PositiveInt | None = None
+    p: Fraction = 0.5
+    scale: tuple[float, float] = (0.08, 1.0)
+    ratio: tuple[float, float] = (3 / 4, 4 / 3)
+
+    @model_validator(mode="after")
+    def _sizes(self) -> AugmentOp:
+        if self.op in ("cutout", "random_resized_crop") and self.size is None:
+            raise ValueError(f"augment op {self.op!r} needs 'size'")
+        return self
+
+
+class ActorPoolConfig(Section):
+    min_size: PositiveInt = 1
+    max_size: PositiveInt = 1
+    num_cpus: Annotated[float, Field(gt=0)] = 0.5
+    resources: dict[str, float] = {}
+
+    @model_validator(mode="after")
+    def _order(self) -> ActorPoolConfig:
+        if self.max_size < self.min_size:
+            raise ValueError("max_size must be >= min_size")
+        return self
+
+
+class PreprocessConfig(Section):
+    augment: list[AugmentOp] = [AugmentOp(op="random_crop", padding=2)]
+    mean: list[float] | None = None
+    std: list[float] | None = None
+    batch_size: PositiveInt = 128
+    actors: ActorPoolConfig = ActorPoolConfig()
+    task_cpus: Annotated[float, Field(gt=0)] = 0.1
+    on: Literal["cpu", "worker"] = "cpu"
+
+
+class EchoConfig(Section):
+    stage: Literal["none", "before_augment", "after_augment", "batch"] = "none"
+    factor: float | Literal["auto"] = 1.0
+    shuffle_buffer: Annotated[int, Field(ge=0)] = 512
+    max_factor: Annotated[float, Field(ge=1)] = 8.0
+
+    @field_validator("factor")
+    @classmethod
+    def _factor(cls, v: float | str) -> float | str:
+        if v == "auto":
+            return v
+        if not isinstance(v, (int, float)) or math.isnan(v) or math.isinf(v) or v < 1:
+            raise ValueError("must be a finite number >= 1 or 'auto'")
+        return float(v)
+
+
+class BatchAugmentationConfig(Section):
+    copies: PositiveInt = 1
+    mode: Literal["local", "grouped"] = "local"
+
+
+class ModelConfig(Section):
+    name: Literal["small_cnn", "resnet20", "resnet32", "resnet44", "resnet56", "resnet50"] = (
+        "small_cnn"
+    )
+    width: PositiveInt = 32
+    dropout: Fraction = 0.0
+
+
+class OptimizerConfig(Section):
+    name: Literal["sgd"] = "sgd"
+    lr: Annotated[float, Field(gt=0)] = 0.05
+    momentum: Annotated[float, Field(ge=0, lt=1)] = 0.9
+    nesterov: bool = True
+    weight_decay: Annotated[float, Field(ge=0)] = 5e-4
+
+
+class ScheduleConfig(Section):
+    name: Literal["cosine", "step", "constant"] = "cosine"
+    warmup_epochs: Annotated[float, Field(ge=0)] = 1.0
+    milestones: list[float] = []
+    gamma: Annotated[float, Field(gt=0, le=1)] = 0.1
+
+
+class TrainConfig(Section):
+    batch_size: PositiveInt = 64
+    max_epochs: PositiveInt = 20
+    max_fresh_examples: PositiveInt | None = None
+    metric: Literal["accuracy"] = "accuracy"
+    target: Fraction = 0.97
+    stall_timeout_s: Annotated[float, Field(gt=0)] = 180.0
+
+
+class ScalingConfig(Section):
+    num_workers: PositiveInt = 1
+    use_gpu: bool | Literal["auto"] = "auto"
+    cpus_per_worker: Annotated[float, Field(gt=0)] = 1.0
+    resources_per_worker: dict[str, float] = {}
+
+
+class TrackingConfig(Section):
+    uri: str | None = None
+    experiment: str = "echoray"
+
+
+class AuditConfig(Section):
+    enabled: bool = False
+
+
+class SearchParam(Section):
+    low: float | None = None
+    high: float | None = None
+    scale: Literal["linear", "log"] = "linear"
+    choices: list[Any] | None = None
+
+
+class SearchConfig(Section):
+    trials: PositiveInt = 8
+    repeats: PositiveInt = 5
+    max_concurrent: PositiveInt = 1
+    space: dict[str, SearchParam] = {}
+
+
+class PipelineConfig(Section):
+    name: str = "digits"
+    seed: Annotated[int, Field(ge=0)] = 0
+    source: SourceConfig = SourceConfig()
+    preprocess: PreprocessConfig = PreprocessConfig()
+    echo: EchoConfig = EchoConfig()
+    batch_augmentation: BatchAugmentationConfig = BatchAugmentationConfig()
+    model: ModelConfig = ModelConfig()
+    optimizer: OptimizerConfig = OptimizerConfig()
+    schedule: ScheduleConfig = ScheduleConfig()
+    train: TrainConfig = TrainConfig()
+    scaling: ScalingConfig = ScalingConfig()
+    tracking: TrackingConfig = TrackingConfig()
+    audit: AuditConfig = AuditConfig()
+    search: SearchConfig = SearchConfig()
+
+    @model_validator(mode="after")
+    def _cross_section(self) -> PipelineConfig:
+        m = self.batch_augmentation.copies
+        if self.batch_augmentation.mode == "grouped" and self.scaling.num_workers % m:
+            raise ValueError(
+                "scaling.num_workers must be a multiple of batch_augmentation.copies "
+                f"in grouped mode (got {self.scaling.num_workers} and {m})"
+            )
+        return self

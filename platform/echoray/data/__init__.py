@@ -1,0 +1,1 @@
+"""Ray Data side of the pipeline: sources, decode/augment ops, echo, the builder."""

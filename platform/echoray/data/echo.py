@@ -1,0 +1,58 @@
+"""The echo operator: repeat each upstream item e times (pure numpy, no Ray).
+
+Non-integer factors: each item is emitted floor(e) + Bernoulli(e - floor(e))
+times, the Bernoulli drawn per item from a key of (seed, epoch, sample_id), so
+the expected count is exactly e and the draw does not depend on how Ray Data
+happened to batch the rows. Copies are emitted next to each other; the
+worker's shuffle buffer that follows spreads them out.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from echoray.seeds import STREAM_BATCH_ECHO, STREAM_ECHO, mix, uniform
+
+
+def copy_counts(keys: np.ndarray, factor: float) -> np.ndarray:
+    """floor(e) + Bernoulli(frac(e)) per key (int64)."""
+    if not factor >= 1 or math.isinf(factor):
+        raise ValueError(f"echo factor must be a finite number >= 1, got {factor}")
+    base = math.floor(factor)
+    frac = factor - base
+    counts = np.full(len(keys), base, dtype=np.int64)
+    if frac > 0:
+        counts += (uniform(keys, STREAM_ECHO) < frac).astype(np.int64)
+    return counts
+
+
+def echo_keys(seed: int, epoch: np.ndarray, sample_id: np.ndarray) -> np.ndarray:
+    return mix(seed, STREAM_ECHO, epoch, sample_id)
+
+
+def echo_rows(batch: dict[str, np.ndarray], factor: float, seed: int) -> dict[str, np.ndarray]:
+    """Repeat every row of a column batch; adds `echo_copy` = 0..count-1 per item."""
+    counts = copy_counts(echo_keys(seed, batch["epoch"], batch["sample_id"]), factor)
+    out = {k: np.repeat(v, counts, axis=0) for k, v in batch.items()}
+    starts = np.repeat(np.cumsum(counts) - counts, counts)
+    out["echo_copy"] = (np.arange(int(counts.sum())) - starts).astype(np.int64)
+    return out
+
+
+def batch_repeats(seed: int, worker: int, batch_index: int, factor: float) -> int:
+    """How many times batch echoing repeats one worker batch (same fractional rule)."""
+    key = mix(seed, STREAM_BATCH_ECHO, worker, batch_index)[None]
+    return int(copy_counts(key, factor)[0])
+
+
+class EchoRows:
+    """Thin Ray Data adapter: `ds.map_batches(EchoRows(e, seed), udf_modifying_row_count=True)`."""
+
+    def __init__(self, factor: float, seed: int):
+        self.factor = factor
+        self.seed = seed
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return echo_rows(batch, self.factor, self.seed)

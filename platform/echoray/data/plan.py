@@ -1,0 +1,46 @@
+"""The read plan: which chunk of the training split each epoch reads, in what order.
+
+The whole multi-epoch plan is one stream, so Ray Data starts its pipeline once per
+run instead of once per epoch. A chunk is `chunk_size` neighbouring training ids,
+read together (a CIFAR file range, a Parquet row group); chunk order is a fresh
+seeded permutation every epoch, and a shuffle buffer on the worker mixes within.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from echoray.seeds import STREAM_PLAN, derive_seed
+
+
+def num_chunks(num_samples: int, chunk_size: int) -> int:
+    return -(-num_samples // chunk_size)
+
+
+def chunk_ids(train_ids: np.ndarray, chunk: np.ndarray, chunk_size: int) -> list[np.ndarray]:
+    """The training ids each chunk index covers (the last chunk may be short)."""
+    return [train_ids[c * chunk_size : (c + 1) * chunk_size] for c in np.asarray(chunk)]
+
+
+def epoch_order(seed: int, epoch: int, n_chunks: int) -> np.ndarray:
+    rng = np.random.default_rng(derive_seed(seed, STREAM_PLAN, epoch))
+    return rng.permutation(n_chunks).astype(np.int64)
+
+
+def read_plan(seed: int, epochs: int, n_chunks: int, block_chunks: int = 4096) -> list[dict]:
+    """Blocks of {"epoch", "chunk"} rows covering `epochs` passes, in epoch order."""
+    blocks = []
+    for epoch in range(epochs):
+        order = epoch_order(seed, epoch, n_chunks)
+        for start in range(0, n_chunks, block_chunks):
+            part = order[start : start + block_chunks]
+            blocks.append({"epoch": np.full(len(part), epoch, dtype=np.int64), "chunk": part})
+    return blocks
+
+
+def split_holdout(num_samples: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(train_ids, eval_ids), both sorted, from a seeded permutation of all ids."""
+    rng = np.random.default_rng(derive_seed(seed, STREAM_PLAN, -1))
+    perm = rng.permutation(num_samples)
+    n_eval = max(1, int(round(num_samples * fraction)))
+    return np.sort(perm[n_eval:]).astype(np.int64), np.sort(perm[:n_eval]).astype(np.int64)

@@ -1,0 +1,66 @@
+"""What every source provides: a picklable index and a reader over it."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+import numpy as np
+import pyarrow.fs as pafs
+
+Split = Literal["train", "eval"]
+
+
+class SourceError(ValueError):
+    """A dataset that cannot be used as configured; the message names the path."""
+
+
+@dataclass
+class SourceIndex:
+    """Plain data describing a dataset: sent once to every actor and worker."""
+
+    kind: str
+    num_classes: int
+    train_ids: np.ndarray
+    eval_ids: np.ndarray
+    image_size: int | None
+    channels: int
+    # Kind-specific locations (file lists, row counts, ...).
+    details: dict[str, Any] = field(default_factory=dict)
+    max_bad_fraction: float = 0.0
+
+
+class Reader(Protocol):
+    def read(self, ids: np.ndarray, split: Split) -> tuple[np.ndarray, np.ndarray]:
+        """Images (uint8, N x H x W x C, at the index's image size) and int64 labels."""
+        ...
+
+
+def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    """The pyarrow filesystem Ray Data would use for `uri` (local paths too)."""
+    if "://" not in uri:
+        uri = os.path.abspath(uri)
+    try:
+        return pafs.FileSystem.from_uri(uri)
+    except (pafs.ArrowInvalid, OSError, ValueError) as exc:  # type: ignore[attr-defined]
+        raise SourceError(f"source.path {uri}: cannot open: {exc}") from exc
+
+
+def require_dir(fs: pafs.FileSystem, path: str, key: str) -> None:
+    info = fs.get_file_info(path)
+    if info.type == pafs.FileType.NotFound:
+        raise SourceError(f"{key} {path}: no such directory")
+    if info.type != pafs.FileType.Directory:
+        raise SourceError(f"{key} {path}: not a directory")
+
+
+def contiguous_runs(ids: np.ndarray) -> list[tuple[int, int]]:
+    """Sorted ids -> [(start, stop)) runs of consecutive ids, to batch range reads."""
+    ids = np.asarray(ids)
+    if len(ids) == 0:
+        return []
+    breaks = np.flatnonzero(np.diff(ids) != 1) + 1
+    starts = np.concatenate([[0], breaks])
+    stops = np.concatenate([breaks, [len(ids)]])
+    return [(int(ids[a]), int(ids[b - 1]) + 1) for a, b in zip(starts, stops, strict=True)]

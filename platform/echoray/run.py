@@ -1,0 +1,179 @@
+"""`echoray train`: validate, index, start Ray and MLflow, fit, write the summary.
+
+Order matters for the error contract: everything that can be wrong with the
+input (config, dataset paths, resource plan) is checked before a run folder,
+an MLflow run or a Ray job exists.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import ray
+
+from echoray.config import PipelineConfig
+from echoray.config_load import ConfigError, flatten, to_yaml
+from echoray.data.sources import SourceIndex, index_source
+from echoray.runtime.collector import RunCollector
+from echoray.runtime.monitor import watch_fit
+from echoray.runtime.resources import format_shortfall, plan_resources, shortfall
+from echoray.runtime.session import start_ray
+from echoray.summary import build_summary, write_json_atomic
+from echoray.tracking import RunLogger, check_reachable, tracking_uri
+
+
+def say(msg: str) -> None:
+    print(f"[echoray] {msg}", flush=True)
+
+
+def new_run_dir(cfg: PipelineConfig, out: str | None) -> Path:
+    if out:
+        d = Path(out)
+        if (d / "summary.json").exists():
+            raise ConfigError(f"--out {d}: already holds a finished run (summary.json); choose another folder")
+    else:
+        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+        d = Path("runs") / f"{cfg.name}-{stamp}"
+    return d
+
+
+def resolve_gpu(cfg: PipelineConfig) -> bool:
+    if cfg.scaling.use_gpu == "auto":
+        return ray.cluster_resources().get("GPU", 0) >= 1
+    return bool(cfg.scaling.use_gpu)
+
+
+def epoch_line(ev: dict[str, Any]) -> str:
+    return (
+        f"epoch {ev['epoch']:>3}  step {ev['step']:>6}  loss {ev['loss']:.4f}  "
+        f"acc {ev['accuracy']:.4f}  fresh {ev['fresh_examples']:>8}  trained {ev['trained_examples']:>8}  "
+        f"lr {ev['lr']:.4f}  {ev['elapsed_s']:.1f}s"
+    )
+
+
+def write_audit(collector, path: Path) -> int:
+    parts = ray.get(collector.take_audit.remote())
+    if not parts:
+        return 0
+    table = pa.concat_tables([pa.table(p) for p in parts])
+    tmp = path.with_suffix(".parquet.tmp")
+    pq.write_table(table, tmp)
+    tmp.replace(path)
+    return table.num_rows
+
+
+def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float) -> dict[str, Any]:
+    idx: SourceIndex = index_source(cfg.source)
+    uri = tracking_uri(cfg)
+    check_reachable(uri)
+    run_dir = new_run_dir(cfg, out)
+
+    # Overlap the slow parts of start-up with Ray's own start: MLflow's first open of
+    # a sqlite store migrates its schema, and torch + Ray Train take seconds to import.
+    box: dict[str, Any] = {}
+    warmup = threading.Thread(target=_warm_up, args=(uri, cfg.tracking.experiment, box), daemon=True)
+    warmup.start()
+    local = start_ray()
+    use_gpu = resolve_gpu(cfg)
+    plan = plan_resources(cfg, use_gpu)
+    if local:
+        missing = shortfall(plan.demand(), ray.cluster_resources())
+        if missing:
+            raise ConfigError(
+                f"the pipeline needs more than this machine has ({format_shortfall(missing)}). "
+                f"Plan: {plan.describe()}. Lower scaling.num_workers, scaling.cpus_per_worker "
+                "or preprocess.actors.*"
+            )
+    warmup.join()
+    if "error" in box:
+        raise box["error"]
+    logger: RunLogger = box["logger"]
+    build_trainer = box["build_trainer"]
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(to_yaml(cfg))
+    run_id = logger.start(
+        run_name=run_dir.name, params=flatten(cfg),
+        tags={"echoray.pipeline": pipeline, "echoray.run_dir": str(run_dir.resolve())},
+    )
+    logger.log_file(run_dir / "config.yaml")
+    say(f"run {run_dir}  |  MLflow run {run_id}  |  {len(idx.train_ids)} train / {len(idx.eval_ids)} "
+        f"held-out examples  |  {cfg.scaling.num_workers} worker(s) on {'GPU' if use_gpu else 'CPU'}")
+    status = "FAILED"
+    try:
+        collector = RunCollector.remote()
+        trainer = build_trainer(cfg, idx, plan, use_gpu, collector, run_dir)
+
+        def on_event(ev: dict) -> None:
+            say(epoch_line(ev))
+            logger.log_metrics({k: ev[k] for k in (
+                "accuracy", "loss", "lr", "fresh_examples", "trained_examples",
+                "downstream_examples_per_s", "wait_fraction")}, step=ev["epoch"])
+
+        collected = watch_fit(trainer.fit, collector, plan, cfg.train.stall_timeout_s, on_event)
+        final = collected["final"]
+        if final is None:
+            raise RuntimeError("training ended without a final report from rank 0")
+        if cfg.audit.enabled:
+            rows = write_audit(collector, run_dir / "audit.parquet")
+            say(f"audit: {rows} rows -> {run_dir / 'audit.parquet'}")
+            logger.log_file(run_dir / "audit.parquet")
+        summary = build_summary(
+            cfg, pipeline=pipeline, run_dir=run_dir, mlflow_run_id=run_id, mlflow_uri=uri,
+            final=final, collected=collected, t0=t0, t_end=time.time(),
+        )
+        write_json_atomic(run_dir / "summary.json", summary)
+        logger.log_file(run_dir / "summary.json")
+        logger.log_metrics({k: summary[k] for k in (
+            "fresh_examples", "trained_examples", "wall_s", "fresh_examples_to_target",
+            "time_to_target_s", "upstream_examples_per_s", "measured_R") if summary[k] is not None}, step=final["epochs"])
+        status = "FINISHED"
+        return summary
+    except KeyboardInterrupt:
+        status = "KILLED"
+        raise
+    finally:
+        logger.end(status)
+
+
+def _warm_up(uri: str, experiment: str, box: dict) -> None:
+    try:
+        from echoray.train.trainer import build_trainer
+
+        box["build_trainer"] = build_trainer
+        box["logger"] = RunLogger(uri, experiment)
+    except Exception as exc:  # surfaced on the main thread
+        box["error"] = exc
+
+
+def print_summary(s: dict[str, Any]) -> None:
+    hit = "reached" if s["target_reached"] else "NOT reached"
+    m = s["metric"]
+    lines = [
+        f"target {m['name']} >= {m['target']}: {hit} (final {m['value']:.4f}, best {s['best_metric']:.4f}; {s['stop_reason']})",
+        f"fresh examples {s['fresh_examples']}, trained {s['trained_examples']} "
+        f"(measured echo factor {s['echo']['measured_factor']:.3f}), steps {s['steps']}, epochs {s['epochs']}",
+    ]
+    if s["target_reached"]:
+        lines.append(
+            f"to target: {s['fresh_examples_to_target']} fresh examples, {s['steps_to_target']} steps, "
+            f"{s['time_to_target_s']:.1f} s"
+        )
+    ft = s["time_to_first_step_s"]
+    lines.append(f"wall {s['wall_s']:.1f} s" + (f", first step at {ft:.1f} s" if ft else ""))
+    lines.append(f"summary: {Path(s['run_dir']) / 'summary.json'}")
+    uri = s["mlflow_tracking_uri"]
+    if uri.startswith("sqlite:"):
+        lines.append(f"MLflow UI: mlflow ui --backend-store-uri {uri}   (then open http://127.0.0.1:5000)")
+    else:
+        lines.append(f"MLflow: {uri}  (run {s['mlflow_run_id']})")
+    for line in lines:
+        say(line)
+    sys.stdout.flush()

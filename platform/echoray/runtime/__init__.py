@@ -1,0 +1,1 @@
+"""Thin adapters around Ray itself: session start, resource plan, progress collector."""

@@ -1,0 +1,73 @@
+"""Driver-side watch over a running fit: progress lines, MLflow metrics, stall detection."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import ray
+
+from echoray.runtime.resources import ResourcePlan, format_shortfall, shortfall
+
+
+class StallError(RuntimeError):
+    pass
+
+
+def stall_message(plan: ResourcePlan, waited_s: float) -> str:
+    total = ray.cluster_resources()
+    avail = ray.available_resources()
+    missing = shortfall(plan.demand(), total)
+    lines = [f"no training progress for {waited_s:.0f} s (train.stall_timeout_s)."]
+    if missing:
+        lines.append("The cluster lacks resources the plan needs: " + format_shortfall(missing) + ".")
+    lines.append(f"Plan: {plan.describe()}.")
+    shown = {k: round(v, 2) for k, v in total.items() if not k.startswith(("node:", "memory", "object_store"))}
+    free = {k: round(avail.get(k, 0.0), 2) for k in shown}
+    lines.append(f"Cluster total {shown}; available now {free}.")
+    lines.append("Lower scaling.num_workers / preprocess.actors, or add nodes with those resources.")
+    return " ".join(lines)
+
+
+def watch_fit(
+    fit: Callable[[], Any],
+    collector,
+    plan: ResourcePlan,
+    stall_timeout_s: float,
+    on_event: Callable[[dict], None],
+    poll_s: float = 0.5,
+) -> dict[str, Any]:
+    """Run `fit` in a thread; forward epoch events; raise StallError on no progress.
+
+    Returns the collector's last poll (with `final`, the rank-0 summary record).
+    """
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            outcome["result"] = fit()
+        except BaseException as exc:  # re-raised on the main thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=target, name="echoray-fit", daemon=True)
+    started = time.time()
+    thread.start()
+    seen = 0
+    state: dict[str, Any] = {}
+    while True:
+        thread.join(timeout=poll_s)
+        state = ray.get(collector.poll.remote(seen))
+        for ev in state["events"]:
+            on_event(ev)
+        seen += len(state["events"])
+        if not thread.is_alive():
+            break
+        quiet = time.time() - max(state["last_progress"], started)
+        if state["final"] is None and quiet > stall_timeout_s:
+            raise StallError(stall_message(plan, quiet))
+    if "error" in outcome:
+        raise outcome["error"]
+    state["started_at"] = started
+    return state

@@ -1,0 +1,70 @@
+"""The `summary.json` contract of DESIGN.md, built from what the run measured."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from echoray.config import PipelineConfig
+
+
+def build_summary(
+    cfg: PipelineConfig,
+    *,
+    pipeline: str,
+    run_dir: Path,
+    mlflow_run_id: str,
+    mlflow_uri: str,
+    final: dict[str, Any],
+    collected: dict[str, Any],
+    t0: float,
+    t_end: float,
+) -> dict[str, Any]:
+    fresh, trained = final["fresh_examples"], final["trained_examples"]
+    hit = final.get("to_target")
+    reads, busy = collected["source_reads"], collected["upstream_busy_s"]
+    pools = cfg.preprocess.actors.max_size
+    # Per-actor busy time per example, times the actors that can work in parallel.
+    upstream = reads / busy * pools if busy > 0 else None
+    downstream = final.get("downstream_examples_per_s")
+    first = collected.get("first_step_at")
+    return {
+        "pipeline": pipeline,
+        "run_dir": str(run_dir.resolve()),
+        "mlflow_run_id": mlflow_run_id,
+        "mlflow_tracking_uri": mlflow_uri,
+        "echo": {
+            "stage": cfg.echo.stage,
+            "factor": cfg.echo.factor,
+            "measured_factor": trained / fresh / cfg.batch_augmentation.copies if fresh else None,
+        },
+        "batch_augmentation": {"copies": cfg.batch_augmentation.copies, "mode": cfg.batch_augmentation.mode},
+        "workers": final["world_size"],
+        "epochs": final["epochs"],
+        "steps": final["steps"],
+        "fresh_examples": fresh,
+        "trained_examples": trained,
+        "source_reads": reads,
+        "metric": {"name": cfg.train.metric, "value": final["last_accuracy"], "target": cfg.train.target},
+        "best_metric": final["best_accuracy"],
+        "stop_reason": final["stop_reason"],
+        "target_reached": hit is not None,
+        "fresh_examples_to_target": hit["fresh_examples"] if hit else None,
+        "steps_to_target": hit["step"] if hit else None,
+        "time_to_target_s": (hit["time"] - t0) if hit else None,
+        "time_to_first_step_s": (first - t0) if first else None,
+        "wall_s": t_end - t0,
+        "upstream_examples_per_s": upstream,
+        "downstream_examples_per_s": downstream,
+        "measured_R": downstream / upstream if (upstream and downstream) else None,
+        "device": final.get("device"),
+    }
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    """Write to a temp file and rename, so a reader never sees half a file."""
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=2, default=str))
+    os.replace(tmp, path)

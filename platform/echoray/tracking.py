@@ -1,0 +1,84 @@
+"""MLflow: one run per `echoray train`, logged from the driver with rank 0's metrics."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from echoray.config import PipelineConfig
+
+
+class TrackingError(RuntimeError):
+    pass
+
+
+def tracking_uri(cfg: PipelineConfig) -> str:
+    """config tracking.uri, else MLFLOW_TRACKING_URI, else sqlite:///mlflow.db in the cwd."""
+    uri = cfg.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI")
+    if uri:
+        return uri
+    return f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+
+
+def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
+    """Fail before training starts when an HTTP tracking server does not answer."""
+    if not uri.startswith(("http://", "https://")):
+        return
+    try:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout_s) as resp:
+            if resp.status != 200:
+                raise TrackingError(f"MLflow tracking server {uri} answered HTTP {resp.status}")
+    except (urllib.error.URLError, OSError) as exc:
+        raise TrackingError(f"MLflow tracking server {uri} is unreachable: {exc}") from None
+
+
+class RunLogger:
+    """Thin wrapper over MlflowClient: explicit run ids, safe from any thread."""
+
+    def __init__(self, uri: str, experiment: str):
+        from mlflow.tracking import MlflowClient
+
+        self.uri = uri
+        self.client = MlflowClient(tracking_uri=uri)
+        exp = self.client.get_experiment_by_name(experiment)
+        self.experiment_id = exp.experiment_id if exp else self.client.create_experiment(experiment)
+        self.run_id: str | None = None
+
+    def start(self, run_name: str, params: dict[str, str], tags: dict[str, str],
+              parent_run_id: str | None = None) -> str:
+        from mlflow.entities import Param
+
+        if parent_run_id:
+            tags = {**tags, "mlflow.parentRunId": parent_run_id}
+        run = self.client.create_run(self.experiment_id, run_name=run_name, tags=tags)
+        self.run_id = run.info.run_id
+        items = [Param(k, v[:6000]) for k, v in params.items()]
+        for i in range(0, len(items), 100):
+            self.client.log_batch(self.run_id, params=items[i : i + 100])
+        return self.run_id
+
+    def log_metrics(self, metrics: dict[str, float], step: int) -> None:
+        from mlflow.entities import Metric
+        import time
+
+        ts = int(time.time() * 1000)
+        batch = [Metric(k, float(v), ts, step) for k, v in metrics.items() if v is not None]
+        self.client.log_batch(self.run_id, metrics=batch)
+
+    def log_json(self, obj: Any, name: str) -> None:
+        with tempfile.TemporaryDirectory() as d:
+            p = Path(d) / name
+            p.write_text(json.dumps(obj, indent=2, default=str))
+            self.client.log_artifact(self.run_id, str(p))
+
+    def log_file(self, path: Path, artifact_path: str | None = None) -> None:
+        self.client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def end(self, status: str) -> None:
+        if self.run_id:
+            self.client.set_terminated(self.run_id, status=status)

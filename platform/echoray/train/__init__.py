@@ -1,0 +1,1 @@
+"""Ray Train side: models, optimisation, the per-worker loop, the trainer adapter."""

@@ -1,0 +1,10 @@
+"""The function handed to Ray Train. Ray's controller unpickles it by reference,
+so this module stays import-light; torch and the loop load in the workers only."""
+
+from __future__ import annotations
+
+
+def train_loop_per_worker(config: dict) -> None:
+    from echoray.train.loop import run_worker
+
+    run_worker(config)

@@ -1,0 +1,83 @@
+"""Held-out evaluation: each worker scores its share of the eval split, then all-reduce.
+
+The eval images are read once per worker straight from the source reader and
+kept as uint8 tensors (small splits), so evaluating every epoch restarts no
+Ray Data pipeline. Larger splits are re-read in chunks each time instead.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from echoray.data.sources import SourceIndex, open_reader
+
+CACHE_LIMIT_BYTES = 1 << 30
+READ_CHUNK = 512
+
+
+class Normalizer:
+    """uint8 NHWC -> float NCHW, (x/255 - mean) / std, on the training device."""
+
+    def __init__(self, mean: list[float] | None, std: list[float] | None, channels: int, device):
+        mean = mean or [0.5] * channels
+        std = std or [0.25] * channels
+        if len(mean) != channels or len(std) != channels:
+            raise ValueError(f"preprocess.mean/std need {channels} values (one per channel)")
+        self.mean = torch.tensor(mean, device=device).view(1, -1, 1, 1)
+        self.std = torch.tensor(std, device=device).view(1, -1, 1, 1)
+        self.device = device
+
+    def __call__(self, images: torch.Tensor) -> torch.Tensor:
+        x = images.to(self.device, non_blocking=True).permute(0, 3, 1, 2).float().div_(255.0)
+        return (x - self.mean) / self.std
+
+
+def center_crop(images: torch.Tensor, size: int) -> torch.Tensor:
+    h, w = images.shape[1:3]
+    if (h, w) == (size, size):
+        return images
+    top, left = (h - size) // 2, (w - size) // 2
+    return images[:, top : top + size, left : left + size]
+
+
+class EvalSet:
+    def __init__(self, idx: SourceIndex, rank: int, world: int, out_size: int):
+        self.ids = idx.eval_ids[rank::world]
+        self.reader = open_reader(idx)
+        self.out_size = out_size
+        per_image = (idx.image_size or 0) ** 2 * idx.channels
+        self.cached = None
+        if per_image and per_image * len(self.ids) <= CACHE_LIMIT_BYTES:
+            self.cached = list(self._chunks())
+
+    def _chunks(self):
+        for start in range(0, len(self.ids), READ_CHUNK):
+            images, labels = self.reader.read(self.ids[start : start + READ_CHUNK], "eval")
+            yield center_crop(torch.from_numpy(images), self.out_size), torch.from_numpy(labels)
+
+    @torch.no_grad()
+    def evaluate(self, model: torch.nn.Module, normalize: Normalizer, batch_size: int) -> tuple[int, int]:
+        """(correct, total) over all workers."""
+        was_training = model.training
+        model.eval()
+        correct = total = 0
+        for images, labels in self.cached if self.cached is not None else self._chunks():
+            for s in range(0, len(labels), batch_size):
+                logits = model(normalize(images[s : s + batch_size]))
+                y = labels[s : s + batch_size].to(logits.device)
+                correct += int((logits.argmax(1) == y).sum())
+                total += len(y)
+        model.train(was_training)
+        return all_reduce_ints([correct, total])
+
+
+def all_reduce_ints(values: list[int]) -> list[int]:
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return list(values)
+    backend = dist.get_backend()
+    device = torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else "cpu"
+    t = torch.tensor(np.asarray(values, dtype=np.int64), device=device)
+    dist.all_reduce(t)
+    return [int(v) for v in t.cpu()]
