@@ -75,14 +75,19 @@ class ActorPoolConfig(Section):
         return self
 
 
+class AugmentConfig(Section):
+    ops: list[AugmentOp] = [AugmentOp(op="random_crop", padding=2)]
+    # cpu: in the Ray Data actors; worker: on the training device inside the worker.
+    on: Literal["cpu", "worker"] = "cpu"
+
+
 class PreprocessConfig(Section):
-    augment: list[AugmentOp] = [AugmentOp(op="random_crop", padding=2)]
+    augment: AugmentConfig = AugmentConfig()
     mean: list[float] | None = None
     std: list[float] | None = None
     batch_size: PositiveInt = 128
     actors: ActorPoolConfig = ActorPoolConfig()
     task_cpus: Annotated[float, Field(gt=0)] = 0.1
-    on: Literal["cpu", "worker"] = "cpu"
 
 
 class EchoConfig(Section):
@@ -134,7 +139,7 @@ class TrainConfig(Section):
     max_epochs: PositiveInt = 20
     max_fresh_examples: PositiveInt | None = None
     metric: Literal["accuracy"] = "accuracy"
-    target: Fraction = 0.97
+    target: Fraction | None = 0.97  # null: no target, train until the budget is spent
     stall_timeout_s: Annotated[float, Field(gt=0)] = 180.0
 
 

@@ -7,6 +7,7 @@ CLI can exit 2 before anything (Ray, MLflow, files) is started.
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,12 +21,30 @@ class ConfigError(ValueError):
     """An invalid pipeline file, key or value; the message names it."""
 
 
+class _Yaml12Loader(yaml.SafeLoader):
+    """SafeLoader with YAML 1.2 booleans: only true/false, so `on: worker` stays a key
+    named "on" (YAML 1.1 would read on/off/yes/no as booleans)."""
+
+
+_Yaml12Loader.yaml_implicit_resolvers = {
+    k: [(tag, rx) for tag, rx in v if tag != "tag:yaml.org,2002:bool"]
+    for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Yaml12Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+
+
+def parse_yaml(text: str):
+    return yaml.load(text, Loader=_Yaml12Loader)  # noqa: S506 - a SafeLoader subclass
+
+
 def read_yaml(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"pipeline file not found: {p}")
     try:
-        data = yaml.safe_load(p.read_text())
+        data = parse_yaml(p.read_text())
     except yaml.YAMLError as exc:
         raise ConfigError(f"{p}: invalid YAML: {exc}") from exc
     if data is None:
@@ -42,7 +61,7 @@ def apply_override(tree: dict[str, Any], assignment: str) -> None:
     if not sep or not key or any(not part for part in key.split(".")):
         raise ConfigError(f"--set expects key.path=value, got {assignment!r}")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else None
+        value = parse_yaml(raw) if raw.strip() else None
     except yaml.YAMLError as exc:
         raise ConfigError(f"--set {key}: cannot parse value {raw!r}: {exc}") from exc
     node = tree

@@ -156,8 +156,9 @@ def _warm_up(uri: str, experiment: str, box: dict) -> None:
 def print_summary(s: dict[str, Any]) -> None:
     hit = "reached" if s["target_reached"] else "NOT reached"
     m = s["metric"]
+    goal = f"target {m['name']} >= {m['target']}: {hit}" if m["target"] is not None else f"no target set ({m['name']})"
     lines = [
-        f"target {m['name']} >= {m['target']}: {hit} (final {m['value']:.4f}, best {s['best_metric']:.4f}; {s['stop_reason']})",
+        f"{goal} (final {m['value']:.4f}, best {s['best_metric']:.4f}; {s['stop_reason']})",
         f"fresh examples {s['fresh_examples']}, trained {s['trained_examples']} "
         f"(measured echo factor {s['echo']['measured_factor']:.3f}), steps {s['steps']}, epochs {s['epochs']}",
     ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -64,7 +65,6 @@ class RunLogger:
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         from mlflow.entities import Metric
-        import time
 
         ts = int(time.time() * 1000)
         batch = [Metric(k, float(v), ts, step) for k, v in metrics.items() if v is not None]

@@ -71,7 +71,7 @@ def random_resized_crop(
     from torchvision.ops import roi_align  # imported here: torchvision is slow to import
 
     src = x.permute(0, 3, 1, 2).float()
-    out = roi_align(src, boxes, output_size=(size, size), spatial_scale=1.0, sampling_ratio=2, aligned=True)
+    out = roi_align(src, boxes, output_size=(size, size), spatial_scale=1.0, sampling_ratio=0, aligned=True)
     return out.round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1).contiguous()
 
 

@@ -45,12 +45,12 @@ def build_train_dataset(cfg: PipelineConfig, idx: SourceIndex, collector=None) -
     chunks_per_batch = max(1, cfg.preprocess.batch_size // cfg.source.chunk_size)
     stage, factor = cfg.echo.stage, cfg.echo.factor
     read_args = (idx, cfg.source.chunk_size, cfg.source.remote)
-    augment_on_cpu = cfg.preprocess.on == "cpu"
+    augment_on_cpu = cfg.preprocess.augment.on == "cpu"
     if augment_on_cpu and stage != "before_augment":
         # Nothing between decode and augment: run them as one actor stage.
         return _echo_after(ds.map_batches(
             ReadDecodeAugment,
-            fn_constructor_args=(*read_args, cfg.preprocess.augment, cfg.seed, collector),
+            fn_constructor_args=(*read_args, cfg.preprocess.augment.ops, cfg.seed, collector),
             batch_size=chunks_per_batch,
             udf_modifying_row_count=True,
             **_pool(cfg),
@@ -67,7 +67,7 @@ def build_train_dataset(cfg: PipelineConfig, idx: SourceIndex, collector=None) -
     if augment_on_cpu:
         ds = ds.map_batches(
             Augment,
-            fn_constructor_args=(cfg.preprocess.augment, cfg.seed, stage == "before_augment", collector),
+            fn_constructor_args=(cfg.preprocess.augment.ops, cfg.seed, stage == "before_augment", collector),
             batch_size=cfg.preprocess.batch_size,
             udf_modifying_row_count=False,
             **_pool(cfg),

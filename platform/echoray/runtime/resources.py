@@ -46,7 +46,7 @@ def plan_resources(cfg: PipelineConfig, use_gpu: bool) -> ResourcePlan:
     per_worker = {"CPU": cfg.scaling.cpus_per_worker, **cfg.scaling.resources_per_worker}
     if use_gpu:
         per_worker["GPU"] = 1.0
-    pools = 2 if (cfg.preprocess.on == "cpu" and cfg.echo.stage == "before_augment") else 1
+    pools = 2 if (cfg.preprocess.augment.on == "cpu" and cfg.echo.stage == "before_augment") else 1
     per_actor = {"CPU": a.num_cpus, **a.resources}
     task_ops = int(cfg.echo.stage in ("before_augment", "after_augment"))
     return ResourcePlan(

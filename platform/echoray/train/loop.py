@@ -19,9 +19,10 @@ import torch
 import torch.nn.functional as F
 
 from echoray.config import PipelineConfig
-from echoray.data.augment import output_size
+from echoray.data.augment import augment_batch, output_size
 from echoray.data.echo import batch_repeats
-from echoray.seeds import STREAM_MODEL, STREAM_SAMPLER, derive_seed
+from echoray.data.stages import augment_keys
+from echoray.seeds import STREAM_MODEL, STREAM_SAMPLER, derive_seed, to_int63
 from echoray.train.accounting import AuditBuffer, Counters
 from echoray.train.evaluate import EvalSet, Normalizer, all_reduce_ints
 from echoray.train.models import build_model
@@ -53,9 +54,10 @@ def run_worker(config: dict) -> None:
     model = ray.train.torch.prepare_model(build_model(cfg.model, idx.channels, idx.num_classes))
     opt = build_optimizer(model.parameters(), cfg.optimizer)
     normalize = Normalizer(cfg.preprocess.mean, cfg.preprocess.std, idx.channels, device)
-    out_size = output_size(idx.image_size, cfg.preprocess.augment)
+    out_size = output_size(idx.image_size, cfg.preprocess.augment.ops)
     eval_set = EvalSet(idx, rank, world, out_size)
 
+    augment_on_worker = cfg.preprocess.augment.on == "worker"
     spe = steps_per_epoch(cfg, len(idx.train_ids), world)
     counters, audit = Counters(), AuditBuffer(cfg.audit.enabled)
     group = rank // cfg.batch_augmentation.copies if cfg.batch_augmentation.mode == "grouped" else rank
@@ -77,6 +79,10 @@ def run_worker(config: dict) -> None:
         waited = time.perf_counter() - t_wait
         reps = batch_repeats(cfg.seed, rank, batch_index, cfg.echo.factor) if cfg.echo.stage == "batch" else 1
         images = torch.from_numpy(batch["image"])
+        if augment_on_worker:
+            keys = augment_keys(cfg.seed, batch, per_copy=True)
+            images = augment_batch(images.to(device, non_blocking=True), keys, cfg.preprocess.augment.ops)
+            batch["aug_key"] = to_int63(keys)
         labels = torch.as_tensor(np.array(batch["label"]), device=device)
         for rep in range(reps):
             t0 = time.perf_counter()
@@ -112,7 +118,7 @@ def run_worker(config: dict) -> None:
                 "wait_fraction": counters.wait_s / max(counters.wait_s + counters.step_s, 1e-9),
             }
             loss_sum, loss_n = 0.0, 0
-            if last_acc >= cfg.train.target and to_target is None:
+            if cfg.train.target is not None and last_acc >= cfg.train.target:
                 to_target = record
                 stop, reason = True, "target reached"
             elif epoch >= cfg.train.max_epochs:

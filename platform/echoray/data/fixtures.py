@@ -1,0 +1,97 @@
+"""Write small datasets in the real on-disk formats, with index-encoded pixels.
+
+Sample i has label i % num_classes and its id written into the first pixels
+(little-endian bytes of i), so a test or benchmark can check exactly which
+sample every read returned. Used by the tests and by benchmarks that need
+CIFAR-shaped data on machines that cannot download CIFAR.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+from pathlib import Path
+
+import numpy as np
+
+from echoray.data.sources.cifar10 import RECORD
+
+
+def encoded_image(i: int, size: int = 32, channels: int = 3) -> np.ndarray:
+    """A uint8 HxWxC image whose first 4 pixels of channel 0 hold i's bytes."""
+    rng = np.random.default_rng(i)
+    img = rng.integers(0, 256, size=(size, size, channels), dtype=np.uint8)
+    img[0, :4, 0] = np.frombuffer(int(i).to_bytes(4, "little"), dtype=np.uint8)
+    return img
+
+
+def decode_id(img: np.ndarray) -> int:
+    return int.from_bytes(bytes(np.asarray(img)[0, :4, 0].astype(np.uint8)), "little")
+
+
+def write_cifar10_bin(root: Path, per_batch: int = 100, batches: int = 5, test: int = 100) -> Path:
+    """`cifar-10-batches-bin/` with data_batch_1..N.bin and test_batch.bin."""
+    root = Path(root) / "cifar-10-batches-bin"
+    root.mkdir(parents=True, exist_ok=True)
+
+    def write(name: str, ids: range) -> None:
+        out = bytearray()
+        for i in ids:
+            img = encoded_image(i)
+            out.append(i % 10)
+            out += img.transpose(2, 0, 1).tobytes()  # R, G, B planes
+        assert len(out) == len(ids) * RECORD
+        (root / name).write_bytes(bytes(out))
+
+    for b in range(batches):
+        write(f"data_batch_{b + 1}.bin", range(b * per_batch, (b + 1) * per_batch))
+    write("test_batch.bin", range(test))
+    return root
+
+
+def write_cifar10_py(root: Path, per_batch: int = 100, batches: int = 5, test: int = 100) -> Path:
+    """`cifar-10-batches-py/` pickles of {b'data': N x 3072 uint8, b'labels': [...]}."""
+    root = Path(root) / "cifar-10-batches-py"
+    root.mkdir(parents=True, exist_ok=True)
+
+    def write(name: str, ids: range) -> None:
+        data = np.stack([encoded_image(i).transpose(2, 0, 1).reshape(-1) for i in ids])
+        batch = {b"data": data, b"labels": [i % 10 for i in ids], b"batch_label": name.encode()}
+        (root / name).write_bytes(pickle.dumps(batch, protocol=2))
+
+    for b in range(batches):
+        write(f"data_batch_{b + 1}", range(b * per_batch, (b + 1) * per_batch))
+    write("test_batch", range(test))
+    return root
+
+
+def png_bytes(img: np.ndarray, fmt: str = "PNG") -> bytes:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(img).save(buf, format=fmt)
+    return buf.getvalue()
+
+
+def write_image_folder(root: Path, n: int = 60, classes: int = 3, size: int = 32) -> Path:
+    """root/class_k/img_{i}.png, lossless so ids decode exactly."""
+    root = Path(root)
+    for i in range(n):
+        d = root / f"class_{i % classes}"
+        d.mkdir(parents=True, exist_ok=True)
+        (d / f"img_{i:05d}.png").write_bytes(png_bytes(encoded_image(i, size)))
+    return root
+
+
+def write_parquet(path: Path, n: int = 80, classes: int = 4, size: int = 32, row_group: int = 16) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = pa.table({
+        "image": [png_bytes(encoded_image(i, size)) for i in range(n)],
+        "label": np.arange(n, dtype=np.int64) % classes,
+    })
+    pq.write_table(table, path, row_group_size=row_group)
+    return path

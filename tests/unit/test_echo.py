@@ -1,0 +1,59 @@
+import numpy as np
+import pytest
+
+from echoray.data.echo import batch_repeats, copy_counts, echo_keys, echo_rows
+
+
+def batch(n, epoch=0):
+    return {"epoch": np.full(n, epoch), "sample_id": np.arange(n), "x": np.arange(n) * 10,
+            "echo_copy": np.zeros(n, dtype=np.int64)}
+
+
+@pytest.mark.parametrize("e", [1, 2, 3, 5])
+def test_integer_factor_repeats_each_item_exactly_e_times_adjacent(e):
+    out = echo_rows(batch(50), float(e), seed=0)
+    assert len(out["sample_id"]) == 50 * e
+    ids, counts = np.unique(out["sample_id"], return_counts=True)
+    assert np.all(counts == e) and len(ids) == 50
+    assert np.array_equal(out["sample_id"], np.repeat(np.arange(50), e))
+    assert np.array_equal(out["echo_copy"], np.tile(np.arange(e), 50))
+    assert np.array_equal(out["x"], out["sample_id"] * 10)
+
+
+@pytest.mark.parametrize("e", [1.3, 2.5, 3.75])
+def test_fractional_factor_counts_and_mean(e):
+    n = 200_000
+    counts = copy_counts(echo_keys(0, np.zeros(n), np.arange(n)), e)
+    assert set(np.unique(counts).tolist()) == {int(e), int(e) + 1}
+    frac = e - int(e)
+    sd = np.sqrt(frac * (1 - frac) / n)
+    assert abs(counts.mean() - e) < 5 * sd  # about 0.005 for these factors
+
+
+def test_fractional_draws_are_per_item_and_depend_on_epoch():
+    keys0 = echo_keys(0, np.zeros(1000), np.arange(1000))
+    keys1 = echo_keys(0, np.ones(1000), np.arange(1000))
+    c0, c1 = copy_counts(keys0, 1.5), copy_counts(keys1, 1.5)
+    assert 0 < (c0 == 2).sum() < 1000  # not one draw for all
+    assert not np.array_equal(c0, c1)
+
+
+def test_draws_do_not_depend_on_batching():
+    whole = echo_rows(batch(100), 1.5, seed=4)
+    b = batch(100)
+    halves = [echo_rows({k: v[:37] for k, v in b.items()}, 1.5, 4),
+              echo_rows({k: v[37:] for k, v in b.items()}, 1.5, 4)]
+    assert np.array_equal(whole["sample_id"], np.concatenate([h["sample_id"] for h in halves]))
+
+
+@pytest.mark.parametrize("bad", [0.5, 0.0, float("nan"), float("inf"), -1])
+def test_invalid_factors_rejected(bad):
+    with pytest.raises(ValueError, match="echo factor"):
+        copy_counts(np.zeros(3, dtype=np.uint64), bad)
+
+
+def test_batch_repeats_follow_the_same_rule():
+    reps = [batch_repeats(0, 0, i, 2.5) for i in range(4000)]
+    assert set(reps) == {2, 3}
+    assert abs(np.mean(reps) - 2.5) < 0.05
+    assert batch_repeats(0, 0, 7, 3.0) == 3

@@ -1,0 +1,132 @@
+import os
+import pickle
+
+import numpy as np
+import pytest
+
+from echoray.config import SourceConfig
+from echoray.data.fixtures import (
+    decode_id,
+    write_cifar10_bin,
+    write_cifar10_py,
+    write_image_folder,
+    write_parquet,
+)
+from echoray.data.sources import SourceError, index_source, open_reader
+from echoray.data.sources.safe_unpickle import UnsafePickleError, load_plain
+
+
+def test_digits_reader_matches_scikit_learn():
+    from sklearn.datasets import load_digits
+
+    idx = index_source(SourceConfig(kind="digits", image_size=None))
+    assert len(idx.train_ids) + len(idx.eval_ids) == 1797 and idx.image_size == 8
+    images, labels = open_reader(idx).read(np.arange(1797), "train")
+    d = load_digits()
+    assert np.array_equal(labels, d.target)
+    assert np.array_equal(images[..., 0], np.round(d.images * 255 / 16).astype(np.uint8))
+
+
+def test_digits_upscale_and_limit():
+    idx = index_source(SourceConfig(kind="digits", image_size=16, limit=100))
+    assert len(idx.train_ids) == 100
+    images, _ = open_reader(idx).read(idx.train_ids[:5], "train")
+    assert images.shape == (5, 16, 16, 1)
+
+
+def test_cifar10_binary_reads_exact_records_in_requested_order(tmp_path):
+    root = write_cifar10_bin(tmp_path, per_batch=30, batches=5, test=20)
+    idx = index_source(SourceConfig(kind="cifar10", path=str(root), image_size=32))
+    assert len(idx.train_ids) == 150 and len(idx.eval_ids) == 20
+    ids = np.array([149, 3, 4, 5, 29, 30, 31, 77, 3])  # spans files, runs, a duplicate
+    images, labels = open_reader(idx).read(ids, "train")
+    assert [decode_id(im) for im in images] == ids.tolist()
+    assert labels.tolist() == (ids % 10).tolist()
+    ev, el = open_reader(idx).read(np.array([0, 19]), "eval")
+    assert [decode_id(im) for im in ev] == [0, 19]
+
+
+def test_cifar10_python_batches_load_through_the_plain_data_unpickler(tmp_path):
+    root = write_cifar10_py(tmp_path, per_batch=10, batches=5, test=10)
+    idx = index_source(SourceConfig(kind="cifar10", path=str(root), image_size=32))
+    images, labels = open_reader(idx).read(np.array([0, 49, 12]), "train")
+    assert [decode_id(im) for im in images] == [0, 49, 12]
+    assert labels.tolist() == [0, 9, 2]
+
+
+class Payload:
+    def __reduce__(self):
+        return (os.system, ("touch " + os.environ["ECHORAY_PWNED"],))
+
+
+def test_malicious_pickle_is_refused_and_its_payload_never_runs(tmp_path, monkeypatch):
+    marker = tmp_path / "pwned"
+    monkeypatch.setenv("ECHORAY_PWNED", str(marker))
+    data = pickle.dumps({b"data": Payload(), b"labels": [0]})
+    with pytest.raises(UnsafePickleError, match="posix.system|os.system"):
+        load_plain(data, "evil")
+    root = tmp_path / "cifar-10-batches-py"
+    root.mkdir()
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        (root / name).write_bytes(data)
+    with pytest.raises(UnsafePickleError, match="data_batch_1"):
+        index_source(SourceConfig(kind="cifar10", path=str(root)))
+    assert not marker.exists()
+
+
+def test_image_folder_classes_labels_and_pixels(tmp_path):
+    root = write_image_folder(tmp_path / "imgs", n=30, classes=3, size=32)
+    idx = index_source(SourceConfig(kind="image_folder", path=str(root), image_size=None))
+    assert idx.num_classes == 3 and len(idx.train_ids) + len(idx.eval_ids) == 30
+    files, labels = idx.details["train"]
+    images, got = open_reader(idx).read(idx.train_ids, "train")
+    for sid, img, lab in zip(idx.train_ids, images, got, strict=True):
+        i = int(os.path.basename(files[sid])[4:9])
+        assert decode_id(img) == i and lab == i % 3
+
+
+def test_image_folder_resizes_mixed_sizes_only_when_asked(tmp_path):
+    root = write_image_folder(tmp_path / "a", n=6, classes=2, size=32)
+    write_image_folder(tmp_path / "b", n=2, classes=2, size=20)
+    for p in (tmp_path / "b").rglob("*.png"):
+        p.rename(root / p.parent.name / ("small_" + p.name))
+    idx = index_source(SourceConfig(kind="image_folder", path=str(root), image_size=None, holdout_fraction=0.1))
+    with pytest.raises(SourceError, match="different sizes.*source.image_size"):
+        open_reader(idx).read(np.arange(8), "train")
+    idx = index_source(SourceConfig(kind="image_folder", path=str(root), image_size=16))
+    images, _ = open_reader(idx).read(idx.train_ids, "train")
+    assert images.shape[1:] == (16, 16, 3)
+
+
+def test_parquet_reads_rows_across_row_groups(tmp_path):
+    path = write_parquet(tmp_path / "d.parquet", n=50, classes=5, row_group=8)
+    idx = index_source(SourceConfig(kind="parquet", path=str(path), image_size=None))
+    assert idx.num_classes == 5
+    ids = np.array([49, 0, 8, 7, 23])
+    images, labels = open_reader(idx).read(ids, "train")
+    assert [decode_id(im) for im in images] == ids.tolist() and labels.tolist() == (ids % 5).tolist()
+
+
+def test_undecodable_image_is_named(tmp_path):
+    root = write_image_folder(tmp_path / "imgs", n=4, classes=2)
+    broken = root / "class_0" / "img_00000.png"
+    broken.write_bytes(b"not a png")
+    idx = index_source(SourceConfig(kind="image_folder", path=str(root), image_size=None, holdout_fraction=0.25))
+    files, _ = idx.details["train"]
+    with pytest.raises(SourceError, match="img_00000.png"):
+        open_reader(idx).read(np.arange(len(files)), "train")
+
+
+@pytest.mark.parametrize("kind", ["cifar10", "image_folder", "parquet"])
+def test_missing_paths_are_named(tmp_path, kind):
+    missing = str(tmp_path / "absent")
+    with pytest.raises(SourceError, match="absent"):
+        index_source(SourceConfig(kind=kind, path=missing))
+
+
+def test_empty_folders_are_rejected(tmp_path):
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SourceError, match="no class folders"):
+        index_source(SourceConfig(kind="image_folder", path=str(tmp_path / "empty")))
+    with pytest.raises(SourceError, match="no data_batch"):
+        index_source(SourceConfig(kind="cifar10", path=str(tmp_path / "empty")))
