@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import os
-import socket
 import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from helpers import REPO  # noqa: E402
+
 sys.path.insert(0, str(REPO / "platform"))  # also works before `pip install -e .`
 
 
@@ -19,12 +20,6 @@ def pytest_collection_modifyitems(items):
         tier = Path(str(item.fspath)).parent.name
         if tier in ("unit", "integration", "e2e"):
             item.add_marker(getattr(pytest.mark, tier))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

@@ -1,0 +1,39 @@
+"""The newcomer's contract through the real console script: `echoray train` with the
+embedded default reaches the digits target; a plan that cannot fit exits 2."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from mlflow.tracking import MlflowClient
+
+
+def echoray_bin() -> str:
+    exe = Path(sys.executable).parent / "echoray"
+    return str(exe) if exe.exists() else shutil.which("echoray")
+
+
+def test_default_pipeline_reaches_target_through_the_cli(tmp_path):
+    out = subprocess.run([echoray_bin(), "train", "--out", "run"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["target_reached"] is True and summary["metric"]["value"] >= 0.97
+    assert summary["pipeline"] == "embedded:digits"
+    assert "epoch   1" in out.stdout and "mlflow ui --backend-store-uri" in out.stdout
+    assert summary["mlflow_tracking_uri"] == f"sqlite:///{tmp_path / 'mlflow.db'}"
+    run = MlflowClient(summary["mlflow_tracking_uri"]).get_run(summary["mlflow_run_id"])
+    assert run.info.status == "FINISHED" and run.data.params["name"] == "digits"
+
+
+def test_plan_that_cannot_fit_this_machine_exits_2_naming_the_shortfall(tmp_path):
+    out = subprocess.run([echoray_bin(), "train", "--set", "scaling.num_workers=3"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2
+    assert "CPU: needs 3.5, cluster has 2" in out.stderr and "scaling.num_workers" in out.stderr
+    assert not (tmp_path / "runs").exists()
+    runs = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}").search_runs(
+        [e.experiment_id for e in MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}").search_experiments()])
+    assert runs == []
