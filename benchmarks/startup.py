@@ -1,0 +1,95 @@
+"""Measure the default run as a newcomer sees it: `echoray train` from the shell.
+
+Prints and saves (benchmarks/results/startup.json): wall time from command start to
+summary, time to first training step, time to the digits target, and the peak
+memory of the whole process tree (the CLI driver, Ray's GCS/raylet/dashboard, train
+workers, Ray Data actors), summed as PSS so shared pages count once.
+
+    .venv/bin/python benchmarks/startup.py [--repeats 3] [-- extra echoray args]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def tree_pss(root: psutil.Process) -> int:
+    total = 0
+    try:
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0
+    for p in procs:
+        try:
+            total += p.memory_full_info().pss
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return total
+
+
+def one_run(extra: list[str]) -> dict:
+    exe = Path(sys.executable).parent / "echoray"
+    with tempfile.TemporaryDirectory() as d:
+        t0 = time.time()
+        proc = subprocess.Popen([str(exe), "train", "--out", "run", *extra], cwd=d,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        root = psutil.Process(proc.pid)
+        peak = 0
+        while proc.poll() is None:
+            peak = max(peak, tree_pss(root))
+            time.sleep(0.25)
+        out = proc.stdout.read()
+        wall = time.time() - t0
+        if proc.returncode != 0:
+            raise SystemExit(f"echoray train failed ({proc.returncode}):\n{out[-3000:]}")
+        s = json.loads((Path(d) / "run" / "summary.json").read_text())
+    return {
+        "wall_s": round(wall, 1),
+        "time_to_first_step_s": round(s["time_to_first_step_s"], 1),
+        "time_to_target_s": round(s["time_to_target_s"], 1) if s["time_to_target_s"] else None,
+        "target_reached": s["target_reached"],
+        "accuracy": round(s["metric"]["value"], 4),
+        "epochs": s["epochs"],
+        "fresh_examples_to_target": s["fresh_examples_to_target"],
+        "peak_pss_gib": round(peak / 2**30, 2),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("extra", nargs="*")
+    args = ap.parse_args()
+    runs = []
+    for i in range(args.repeats):
+        r = one_run(args.extra)
+        runs.append(r)
+        print(f"run {i + 1}: " + ", ".join(f"{k}={v}" for k, v in r.items()), flush=True)
+    keys = ["wall_s", "time_to_first_step_s", "time_to_target_s", "peak_pss_gib"]
+    summary = {k: {"median": statistics.median(r[k] for r in runs if r[k] is not None),
+                   "min": min(r[k] for r in runs if r[k] is not None),
+                   "max": max(r[k] for r in runs if r[k] is not None)} for k in keys}
+    summary["targets_reached"] = sum(r["target_reached"] for r in runs)
+    goal = {"wall_s": 60, "time_to_first_step_s": 15}
+    print(f"{'figure':<24}{'median':>9}{'min':>9}{'max':>9}{'goal':>9}")
+    for k in keys:
+        v = summary[k]
+        print(f"{k:<24}{v['median']:>9}{v['min']:>9}{v['max']:>9}{goal.get(k, ''):>9}")
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "startup.json").write_text(json.dumps({"runs": runs, "summary": summary, "goals": goal}, indent=2))
+    print(f"saved {RESULTS / 'startup.json'}")
+
+
+if __name__ == "__main__":
+    main()
