@@ -104,20 +104,31 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float) -> dic
         tags={"echoray.pipeline": pipeline, "echoray.run_dir": str(run_dir.resolve())},
     )
     logger.log_file(run_dir / "config.yaml")
+    if cfg.source.remote.latency_ms or cfg.source.remote.bandwidth_mb_s:
+        r = cfg.source.remote
+        say(f"source: EMULATED remote store ({r.latency_ms:g} ms per request, "
+            f"{r.bandwidth_mb_s or 'unlimited'} MB/s): reads sleep, no network is used")
     say(f"run {run_dir}  |  MLflow run {run_id}  |  {len(idx.train_ids)} train / {len(idx.eval_ids)} "
         f"held-out examples  |  {cfg.scaling.num_workers} worker(s) on {'GPU' if use_gpu else 'CPU'}")
     status = "FAILED"
     try:
-        collector = RunCollector.remote()
+        collector = RunCollector.remote(cfg.echo.stage, cfg.echo.factor, cfg.echo.max_factor)
         trainer = build_trainer(cfg, idx, plan, use_gpu, collector, run_dir)
 
         def on_event(ev: dict) -> None:
             say(epoch_line(ev))
             logger.log_metrics({k: ev[k] for k in (
                 "accuracy", "loss", "lr", "fresh_examples", "trained_examples",
-                "downstream_examples_per_s", "wait_fraction")}, step=ev["epoch"])
+                "duplicate_batch_fraction", "wait_fraction")}, step=ev["epoch"])
 
-        collected = watch_fit(trainer.fit, collector, plan, cfg.train.stall_timeout_s, on_event)
+        factor_points = []
+
+        def on_factor(point: dict) -> None:  # echo.factor: auto, e over time
+            factor_points.append(point)
+            logger.log_metrics({"echo_factor": point["factor"], "echo_measured_R": point["measured_R"]},
+                               step=len(factor_points))
+
+        collected = watch_fit(trainer.fit, collector, plan, cfg.train.stall_timeout_s, on_event, on_factor)
         final = collected["final"]
         if final is None:
             raise RuntimeError("training ended without a final report from rank 0")
@@ -133,7 +144,8 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float) -> dic
         logger.log_file(run_dir / "summary.json")
         logger.log_metrics({k: summary[k] for k in (
             "fresh_examples", "trained_examples", "wall_s", "fresh_examples_to_target",
-            "time_to_target_s", "upstream_examples_per_s", "measured_R") if summary[k] is not None}, step=final["epochs"])
+            "time_to_target_s", "upstream_examples_per_s", "downstream_examples_per_s", "measured_R")
+            if summary[k] is not None}, step=final["epochs"])
         status = "FINISHED"
         return summary
     except KeyboardInterrupt:
@@ -169,6 +181,10 @@ def print_summary(s: dict[str, Any]) -> None:
         )
     ft = s["time_to_first_step_s"]
     lines.append(f"wall {s['wall_s']:.1f} s" + (f", first step at {ft:.1f} s" if ft else ""))
+    if s["measured_R"]:
+        lines.append(f"throughput: upstream {s['upstream_examples_per_s']:.0f} ex/s, downstream "
+                     f"{s['downstream_examples_per_s']:.0f} ex/s, measured R {s['measured_R']:.2f}"
+                     + (f", echo factor now {s['echo']['final_factor']:.2f}" if s["echo"]["factor"] == "auto" else ""))
     lines.append(f"summary: {Path(s['run_dir']) / 'summary.json'}")
     uri = s["mlflow_tracking_uri"]
     if uri.startswith("sqlite:"):

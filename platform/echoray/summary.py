@@ -24,12 +24,8 @@ def build_summary(
 ) -> dict[str, Any]:
     fresh, trained = final["fresh_examples"], final["trained_examples"]
     hit = final.get("to_target")
-    reads, busy = collected["source_reads"], collected["upstream_busy_s"]
-    pools = cfg.preprocess.actors.max_size
-    # Per-actor busy time per example, times the actors that can work in parallel.
-    upstream = reads / busy * pools if busy > 0 else None
-    downstream = final.get("downstream_examples_per_s")
     first = collected.get("first_step_at")
+    remote = cfg.source.remote
     return {
         "pipeline": pipeline,
         "run_dir": str(run_dir.resolve()),
@@ -39,6 +35,9 @@ def build_summary(
             "stage": cfg.echo.stage,
             "factor": cfg.echo.factor,
             "measured_factor": trained / fresh / cfg.batch_augmentation.copies if fresh else None,
+            "final_factor": collected.get("echo_factor"),
+            "shuffle_buffer": cfg.echo.shuffle_buffer,
+            "duplicate_batch_fraction": final.get("duplicate_batch_fraction"),
         },
         "batch_augmentation": {"copies": cfg.batch_augmentation.copies, "mode": cfg.batch_augmentation.mode},
         "workers": final["world_size"],
@@ -46,7 +45,11 @@ def build_summary(
         "steps": final["steps"],
         "fresh_examples": fresh,
         "trained_examples": trained,
-        "source_reads": reads,
+        "source_reads": collected["source_reads"],
+        "source_emulation": (
+            {"latency_ms": remote.latency_ms, "bandwidth_mb_s": remote.bandwidth_mb_s,
+             "note": "emulated remote store: reads sleep for latency and transfer time"}
+            if remote.latency_ms or remote.bandwidth_mb_s else None),
         "metric": {"name": cfg.train.metric, "value": final["last_accuracy"], "target": cfg.train.target},
         "best_metric": final["best_accuracy"],
         "stop_reason": final["stop_reason"],
@@ -54,11 +57,14 @@ def build_summary(
         "fresh_examples_to_target": hit["fresh_examples"] if hit else None,
         "steps_to_target": hit["step"] if hit else None,
         "time_to_target_s": (hit["time"] - t0) if hit else None,
+        "train_time_to_target_s": hit["train_s"] if hit else None,
         "time_to_first_step_s": (first - t0) if first else None,
         "wall_s": t_end - t0,
-        "upstream_examples_per_s": upstream,
-        "downstream_examples_per_s": downstream,
-        "measured_R": downstream / upstream if (upstream and downstream) else None,
+        "train_loop_s": final.get("loop_s"),
+        "eval_s": final.get("eval_s"),
+        "upstream_examples_per_s": collected.get("upstream_examples_per_s"),
+        "downstream_examples_per_s": collected.get("downstream_examples_per_s"),
+        "measured_R": collected.get("measured_R"),
         "device": final.get("device"),
     }
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from echoray.data.echo import batch_repeats, copy_counts, echo_keys, echo_rows
+from echoray.data.echo import batch_repeats, copy_counts, echo_keys, echo_rows, next_auto_factor
 
 
 def batch(n, epoch=0):
@@ -53,7 +53,22 @@ def test_invalid_factors_rejected(bad):
 
 
 def test_batch_repeats_follow_the_same_rule():
-    reps = [batch_repeats(0, 0, i, 2.5) for i in range(4000)]
+    reps = [batch_repeats(0, i, 2.5) for i in range(4000)]
     assert set(reps) == {2, 3}
     assert abs(np.mean(reps) - 2.5) < 0.05
-    assert batch_repeats(0, 0, 7, 3.0) == 3
+    assert batch_repeats(0, 7, 3.0) == 3
+
+
+def test_auto_factor_moves_toward_r_smoothly_and_stays_bounded():
+    e, path = 1.0, []
+    for _ in range(12):
+        e = next_auto_factor(e, 4.0, max_factor=8.0)
+        path.append(e)
+    assert path[0] == 2.5 and all(a <= b for a, b in zip(path, path[1:], strict=False))
+    assert abs(path[-1] - 4.0) <= 0.2
+    assert next_auto_factor(4.0, 4.1, 8.0) == 4.0  # inside the deadband: no change
+    assert next_auto_factor(4.0, 100.0, 6.0) == 5.0 and next_auto_factor(5.0, 100.0, 6.0) == 5.5
+    assert next_auto_factor(2.0, 0.3, 8.0) == 1.5  # R < 1 pulls e down to 1 at most
+    assert next_auto_factor(3.0, float("nan"), 8.0) == 3.0
+    noisy = [next_auto_factor(4.0, r, 8.0) for r in (3.9, 4.15, 3.85, 4.05)]
+    assert noisy == [4.0] * 4

@@ -41,18 +41,44 @@ def echo_rows(batch: dict[str, np.ndarray], factor: float, seed: int) -> dict[st
     return out
 
 
-def batch_repeats(seed: int, worker: int, batch_index: int, factor: float) -> int:
-    """How many times batch echoing repeats one worker batch (same fractional rule)."""
-    key = mix(seed, STREAM_BATCH_ECHO, worker, batch_index)[None]
+def batch_repeats(seed: int, batch_index: int, factor: float) -> int:
+    """How many times batch echoing repeats the batch_index-th batch (same fractional rule).
+
+    Not keyed by worker: data-parallel workers must take the same number of steps.
+    """
+    key = mix(seed, STREAM_BATCH_ECHO, batch_index)[None]
     return int(copy_counts(key, factor)[0])
 
 
-class EchoRows:
-    """Thin Ray Data adapter: `ds.map_batches(EchoRows(e, seed), udf_modifying_row_count=True)`."""
+def next_auto_factor(current: float, measured_r: float, max_factor: float,
+                     alpha: float = 0.5, deadband: float = 0.05) -> float:
+    """One smoothing step of `factor: auto` toward the measured R (pure).
 
-    def __init__(self, factor: float, seed: int):
-        self.factor = factor
+    e moves a fraction alpha of the way to R, clipped to [1, max_factor]; changes
+    under `deadband` (relative) are ignored so noise does not make e oscillate.
+    """
+    if not np.isfinite(measured_r) or measured_r <= 0:
+        return current
+    target = float(np.clip(measured_r, 1.0, max_factor))
+    if abs(target - current) <= deadband * current:
+        return current
+    return float(np.clip(current + alpha * (target - current), 1.0, max_factor))
+
+
+class EchoRows:
+    """Thin Ray Data adapter: `ds.map_batches(EchoRows(e, seed), udf_modifying_row_count=True)`.
+
+    With `factor_source` (an actor handle with `echo_factor()`), e follows `factor: auto`.
+    """
+
+    def __init__(self, factor: float | str, seed: int, factor_source=None):
+        self.factor = 1.0 if factor == "auto" else float(factor)
         self.seed = seed
+        self.factor_source = factor_source
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if self.factor_source is not None:
+            import ray
+
+            self.factor = ray.get(self.factor_source.echo_factor.remote())
         return echo_rows(batch, self.factor, self.seed)

@@ -27,10 +27,11 @@ def _pool(cfg: PipelineConfig) -> dict:
     }
 
 
-def _echo(ds: ray.data.Dataset, cfg: PipelineConfig, factor: float) -> ray.data.Dataset:
+def _echo(ds: ray.data.Dataset, cfg: PipelineConfig, collector) -> ray.data.Dataset:
     res = cfg.preprocess.actors.resources
+    auto = cfg.echo.factor == "auto"
     return ds.map_batches(
-        EchoRows(factor, cfg.seed),
+        EchoRows(cfg.echo.factor, cfg.seed, factor_source=collector if auto else None),
         batch_size=None,
         num_cpus=cfg.preprocess.task_cpus,
         udf_modifying_row_count=True,  # keeps Ray's optimizer from moving limits past it
@@ -43,7 +44,7 @@ def build_train_dataset(cfg: PipelineConfig, idx: SourceIndex, collector=None) -
     blocks = read_plan(cfg.seed, cfg.train.max_epochs, n_chunks)
     ds = ray.data.from_arrow([pa.table(b) for b in blocks])
     chunks_per_batch = max(1, cfg.preprocess.batch_size // cfg.source.chunk_size)
-    stage, factor = cfg.echo.stage, cfg.echo.factor
+    stage = cfg.echo.stage
     read_args = (idx, cfg.source.chunk_size, cfg.source.remote)
     augment_on_cpu = cfg.preprocess.augment.on == "cpu"
     if augment_on_cpu and stage != "before_augment":
@@ -54,7 +55,7 @@ def build_train_dataset(cfg: PipelineConfig, idx: SourceIndex, collector=None) -
             batch_size=chunks_per_batch,
             udf_modifying_row_count=True,
             **_pool(cfg),
-        ), cfg)
+        ), cfg, collector)
     ds = ds.map_batches(
         ReadDecode,
         fn_constructor_args=(*read_args, collector),
@@ -63,7 +64,7 @@ def build_train_dataset(cfg: PipelineConfig, idx: SourceIndex, collector=None) -
         **_pool(cfg),
     )
     if stage == "before_augment":
-        ds = _echo(ds, cfg, factor)
+        ds = _echo(ds, cfg, collector)
     if augment_on_cpu:
         ds = ds.map_batches(
             Augment,
@@ -72,8 +73,8 @@ def build_train_dataset(cfg: PipelineConfig, idx: SourceIndex, collector=None) -
             udf_modifying_row_count=False,
             **_pool(cfg),
         )
-    return _echo_after(ds, cfg)
+    return _echo_after(ds, cfg, collector)
 
 
-def _echo_after(ds: ray.data.Dataset, cfg: PipelineConfig) -> ray.data.Dataset:
-    return _echo(ds, cfg, cfg.echo.factor) if cfg.echo.stage == "after_augment" else ds
+def _echo_after(ds: ray.data.Dataset, cfg: PipelineConfig, collector) -> ray.data.Dataset:
+    return _echo(ds, cfg, collector) if cfg.echo.stage == "after_augment" else ds

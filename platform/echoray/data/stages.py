@@ -1,13 +1,15 @@
 """Callable classes that Ray Data runs on CPU actor pools (read+decode, augment).
 
 They hold per-actor state (an open reader, the op list) and call the pure
-functions in sources/, augment.py and seeds.py. Ray's coordinator processes
-unpickle these classes too, so torch is imported in the actors' constructors,
-not here: importing it costs seconds per process on a small machine.
+functions in sources/, augment.py and seeds.py. Each reports its rows and busy
+time to the run's collector, which derives the upstream/downstream rates and R.
+Ray's coordinator processes unpickle these classes too, so torch is imported in
+the actors' constructors, not here: it costs seconds per process on a small machine.
 """
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -18,24 +20,36 @@ from echoray.data.sources.base import SourceIndex
 from echoray.seeds import STREAM_AUGMENT, mix, to_int63
 
 
+class _Reporter:
+    def __init__(self, collector, stage: str):
+        self.collector = collector
+        self.stage = stage
+        self.actor = f"{os.uname().nodename}:{os.getpid()}"
+
+    def __call__(self, rows: int, busy_s: float, reads: int = 0) -> None:
+        if self.collector is not None:
+            self.collector.stage.remote(self.stage, self.actor, rows, busy_s, reads)
+
+
+def emulated_network_wait(remote: RemoteEmulation, n_requests: int, n_bytes: int) -> float:
+    """Seconds a remote store would keep us waiting: per-request latency + transfer time."""
+    wait = n_requests * remote.latency_ms / 1000.0
+    if remote.bandwidth_mb_s:
+        wait += n_bytes / (remote.bandwidth_mb_s * 1e6)
+    return wait
+
+
 class ReadDecode:
     """(epoch, chunk) rows -> one row per sample: epoch, sample_id, label, image, echo_copy."""
 
     def __init__(self, idx: SourceIndex, chunk_size: int, remote: RemoteEmulation, collector=None):
+        from echoray.data.sources import open_reader
+
         self.idx = idx
         self.chunk_size = chunk_size
         self.remote = remote
-        from echoray.data.sources import open_reader
-
         self.reader = open_reader(idx)
-        self.collector = collector
-
-    def _emulate_network(self, n_requests: int, n_bytes: int) -> None:
-        wait = n_requests * self.remote.latency_ms / 1000.0
-        if self.remote.bandwidth_mb_s:
-            wait += n_bytes / (self.remote.bandwidth_mb_s * 1e6)
-        if wait > 0:
-            time.sleep(wait)
+        self.report = _Reporter(collector, "read")
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         t0 = time.perf_counter()
@@ -43,9 +57,10 @@ class ReadDecode:
         ids = np.concatenate(parts) if parts else np.zeros(0, np.int64)
         epochs = np.repeat(batch["epoch"], [len(p) for p in parts]).astype(np.int64)
         images, labels = self.reader.read(ids, "train")
-        self._emulate_network(len(parts), images.nbytes)
-        if self.collector is not None:
-            self.collector.reads.remote(len(ids), time.perf_counter() - t0)
+        wait = emulated_network_wait(self.remote, len(parts), images.nbytes)
+        if wait > 0:
+            time.sleep(wait)  # waiting, not computing: what a network read costs
+        self.report(len(ids), time.perf_counter() - t0, reads=len(ids))
         return {
             "epoch": epochs,
             "sample_id": ids,
@@ -74,14 +89,13 @@ class Augment:
         self.ops = ops
         self.seed = seed
         self.per_copy = per_copy
-        self.collector = collector
+        self.report = _Reporter(collector, "augment")
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         t0 = time.perf_counter()
         keys = augment_keys(self.seed, batch, self.per_copy)
         images = self._augment(self._torch.from_numpy(batch["image"]), keys, self.ops).numpy()
-        if self.collector is not None:
-            self.collector.reads.remote(0, time.perf_counter() - t0)
+        self.report(len(keys), time.perf_counter() - t0)
         return {**batch, "image": images, "aug_key": to_int63(keys)}
 
 
@@ -91,8 +105,13 @@ class ReadDecodeAugment:
 
     def __init__(self, idx: SourceIndex, chunk_size: int, remote: RemoteEmulation,
                  ops: list[AugmentOp], seed: int, collector=None):
-        self.read = ReadDecode(idx, chunk_size, remote, collector)
-        self.augment = Augment(ops, seed, per_copy=False, collector=collector)
+        self.read = ReadDecode(idx, chunk_size, remote)
+        self.augment = Augment(ops, seed, per_copy=False)
+        self.report = _Reporter(collector, "preprocess")
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return self.augment(self.read(batch))
+        t0 = time.perf_counter()
+        out = self.augment(self.read(batch))
+        n = len(out["sample_id"])
+        self.report(n, time.perf_counter() - t0, reads=n)
+        return out

@@ -37,6 +37,7 @@ def watch_fit(
     plan: ResourcePlan,
     stall_timeout_s: float,
     on_event: Callable[[dict], None],
+    on_factor: Callable[[dict], None] | None = None,
     poll_s: float = 0.5,
 ) -> dict[str, Any]:
     """Run `fit` in a thread; forward epoch events; raise StallError on no progress.
@@ -54,14 +55,18 @@ def watch_fit(
     thread = threading.Thread(target=target, name="echoray-fit", daemon=True)
     started = time.time()
     thread.start()
-    seen = 0
+    seen = seen_factors = 0
     state: dict[str, Any] = {}
     while True:
         thread.join(timeout=poll_s)
-        state = ray.get(collector.poll.remote(seen))
+        state = ray.get(collector.poll.remote(seen, seen_factors))
         for ev in state["events"]:
             on_event(ev)
+        for point in state["factor_history"]:
+            if on_factor:
+                on_factor(point)
         seen += len(state["events"])
+        seen_factors += len(state["factor_history"])
         if not thread.is_alive():
             break
         quiet = time.time() - max(state["last_progress"], started)

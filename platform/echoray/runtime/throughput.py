@@ -1,0 +1,85 @@
+"""Throughput of the pipeline's parts and the measured R (pure bookkeeping).
+
+Each preprocessing stage reports (actor, rows, busy seconds); workers report
+(trained examples, seconds inside the train step). A stage's rate is its rows
+per busy second times the actors working in parallel; a chain of pools runs as
+fast as its slowest pool; data-parallel workers add up. R = downstream rate /
+upstream rate, i.e. t_up / t_down per example, the paper's ratio.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+# Which measured parts lie before the echo point for each echo stage.
+UPSTREAM = {
+    "none": ("read", "augment", "preprocess"),
+    "batch": ("read", "augment", "preprocess"),
+    "after_augment": ("read", "augment", "preprocess"),
+    "before_augment": ("read",),
+}
+
+
+@dataclass
+class Totals:
+    rows: float = 0.0
+    busy_s: float = 0.0
+
+
+@dataclass
+class Throughput:
+    echo_stage: str
+    stages: dict[str, dict[str, Totals]] = field(default_factory=lambda: defaultdict(dict))
+    workers: dict[int, Totals] = field(default_factory=dict)
+
+    def add_stage(self, stage: str, actor: str, rows: int, busy_s: float) -> None:
+        t = self.stages[stage].setdefault(actor, Totals())
+        t.rows += rows
+        t.busy_s += busy_s
+
+    def set_worker(self, rank: int, trained: int, step_s: float) -> None:
+        """Cumulative figures from one worker (replaces the previous report)."""
+        self.workers[rank] = Totals(trained, step_s)
+
+    def stage_rate(self, stage: str) -> float | None:
+        actors = self.stages.get(stage, {})
+        rows = sum(t.rows for t in actors.values())
+        busy = sum(t.busy_s for t in actors.values())
+        return rows / busy * len(actors) if busy > 0 and rows > 0 else None
+
+    def train_rate(self) -> float | None:
+        rates = [t.rows / t.busy_s for t in self.workers.values() if t.busy_s > 0]
+        return sum(rates) if rates else None
+
+    def rates(self) -> tuple[float | None, float | None]:
+        up_names = UPSTREAM[self.echo_stage]
+        up = [r for s in self.stages if s in up_names and (r := self.stage_rate(s))]
+        down = [r for s in self.stages if s not in up_names and (r := self.stage_rate(s))]
+        if (t := self.train_rate()) is not None:
+            down.append(t)
+        return (min(up) if up else None), (min(down) if down else None)
+
+    def measured_r(self) -> float | None:
+        up, down = self.rates()
+        return down / up if up and down else None
+
+    def snapshot(self) -> Throughput:
+        copy = Throughput(self.echo_stage)
+        for s, actors in self.stages.items():
+            for a, t in actors.items():
+                copy.stages[s][a] = Totals(t.rows, t.busy_s)
+        copy.workers = {r: Totals(t.rows, t.busy_s) for r, t in self.workers.items()}
+        return copy
+
+    def since(self, earlier: Throughput) -> Throughput:
+        """What happened between `earlier` and now (for a recent-window R)."""
+        d = Throughput(self.echo_stage)
+        for s, actors in self.stages.items():
+            for a, t in actors.items():
+                e = earlier.stages.get(s, {}).get(a, Totals())
+                d.stages[s][a] = Totals(t.rows - e.rows, t.busy_s - e.busy_s)
+        for r, t in self.workers.items():
+            e = earlier.workers.get(r, Totals())
+            d.workers[r] = Totals(t.rows - e.rows, t.busy_s - e.busy_s)
+        return d

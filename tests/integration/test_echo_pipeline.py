@@ -1,0 +1,88 @@
+"""Echoing at each stage, checked exactly from the audit (index-encoded digits ids)."""
+
+from collections import Counter, defaultdict
+
+import numpy as np
+import pytest
+
+from echoray.config_load import load_config
+from echoray.data.echo import copy_counts, echo_keys
+from echoray.data.sources import index_source
+
+BASE = ["train.target=null", "audit.enabled=true", "source.limit=128", "train.max_epochs=2",
+        "train.batch_size=32", "echo.shuffle_buffer=256"]
+
+
+def rows(audit):
+    return audit.to_pydict()
+
+
+def copies_per_item(t):
+    return Counter(zip(t["epoch"], t["sample_id"], strict=True))
+
+
+@pytest.mark.parametrize("stage", ["before_augment", "after_augment", "batch"])
+def test_integer_factor_every_fresh_sample_appears_exactly_e_times_per_epoch(run_pipeline, stage):
+    summary, audit = run_pipeline(None, *BASE, f"echo.stage={stage}", "echo.factor=2", name=stage)
+    t = rows(audit)
+    train_ids = index_source(load_config(None, BASE).source).train_ids
+    counts = copies_per_item(t)
+    assert set(counts) == {(e, int(i)) for e in range(2) for i in train_ids}
+    assert set(counts.values()) == {2}
+    assert summary["fresh_examples"] == 256 == sum(v == 0 for v in t["view"])
+    assert summary["trained_examples"] == 512 == audit.num_rows
+    assert summary["echo"]["measured_factor"] == 2.0 and summary["echo"]["stage"] == stage
+
+    keys = defaultdict(list)
+    for e, i, k in zip(t["epoch"], t["sample_id"], t["aug_key"], strict=True):
+        keys[(e, i)].append(k)
+    distinct = {len(set(v)) for v in keys.values()}
+    if stage == "before_augment":
+        assert distinct == {2}  # each copy augmented on its own
+    else:
+        assert distinct == {1}  # copies of one augmented example are identical
+
+    if stage == "batch":  # whole batches repeat: steps 2k and 2k+1 hold the same ids in order
+        by_step = defaultdict(list)
+        for s, i in zip(t["step"], t["sample_id"], strict=True):
+            by_step[s].append(i)
+        assert len(by_step) == 16
+        for k in range(0, 16, 2):
+            assert by_step[k] == by_step[k + 1]
+            assert Counter(t["view"][j] for j in range(len(t["step"])) if t["step"][j] == k + 1) == {1: 32}
+    else:
+        assert summary["echo"]["duplicate_batch_fraction"] < 1.0
+
+
+def test_fractional_factor_matches_the_per_item_draws_exactly(run_pipeline):
+    overrides = [*BASE, "echo.stage=before_augment", "echo.factor=2.5", "train.batch_size=1",
+                 "echo.shuffle_buffer=64"]
+    summary, audit = run_pipeline(None, *overrides, name="frac")
+    t = rows(audit)
+    counts = copies_per_item(t)
+    items = sorted(counts)
+    epochs = np.array([e for e, _ in items])
+    ids = np.array([i for _, i in items])
+    expected = copy_counts(echo_keys(0, epochs, ids), 2.5)
+    assert [counts[k] for k in items] == expected.tolist()  # batch size 1: nothing dropped
+    assert set(expected.tolist()) == {2, 3}
+    assert abs(expected.mean() - 2.5) < 4 * np.sqrt(0.25 / len(items))
+    assert summary["fresh_examples"] == 256 and summary["trained_examples"] == int(expected.sum())
+    assert summary["echo"]["measured_factor"] == pytest.approx(expected.sum() / 256)
+
+
+def test_auto_factor_adapts_toward_measured_r_and_is_logged(run_pipeline, sqlite_uri):
+    from mlflow.tracking import MlflowClient
+
+    # Reads of 16 samples wait 80 ms: about 200 fresh examples/s against a train step
+    # several times faster, so the run is input-bound and auto echo should climb.
+    overrides = ["train.target=null", "source.limit=1024", "train.max_epochs=3", "echo.stage=after_augment",
+                 "echo.factor=auto", "echo.max_factor=4", "source.chunk_size=16",
+                 "source.remote={latency_ms: 80}"]
+    summary, _ = run_pipeline(None, *overrides, name="auto")
+    assert summary["measured_R"] > 1.0
+    assert 1.0 < summary["echo"]["final_factor"] <= 4.0
+    assert summary["echo"]["measured_factor"] > 1.5
+    assert summary["source_emulation"]["latency_ms"] == 80
+    history = MlflowClient(sqlite_uri).get_metric_history(summary["mlflow_run_id"], "echo_factor")
+    assert len(history) >= 2 and all(1.0 <= m.value <= 4.0 for m in history)
