@@ -115,8 +115,12 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float) -> dic
         collector = RunCollector.remote(cfg.echo.stage, cfg.echo.factor, cfg.echo.max_factor)
         trainer = build_trainer(cfg, idx, plan, use_gpu, collector, run_dir)
 
+        history: list[dict] = []
+
         def on_event(ev: dict) -> None:
             say(epoch_line(ev))
+            history.append({k: ev[k] for k in ("epoch", "step", "accuracy", "fresh_examples",
+                                               "trained_examples", "train_s")})
             logger.log_metrics({k: ev[k] for k in (
                 "accuracy", "loss", "lr", "fresh_examples", "trained_examples",
                 "duplicate_batch_fraction", "wait_fraction")}, step=ev["epoch"])
@@ -140,6 +144,10 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float) -> dic
             cfg, pipeline=pipeline, run_dir=run_dir, mlflow_run_id=run_id, mlflow_uri=uri,
             final=final, collected=collected, t0=t0, t_end=time.time(),
         )
+        summary["history"] = history
+        summary["echo"]["factor_history"] = [
+            {"t": round(p["time"] - t0, 2), "factor": p["factor"], "measured_R": p["measured_R"]}
+            for p in factor_points]
         write_json_atomic(run_dir / "summary.json", summary)
         logger.log_file(run_dir / "summary.json")
         logger.log_metrics({k: summary[k] for k in (

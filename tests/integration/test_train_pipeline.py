@@ -36,7 +36,9 @@ def test_digits_end_to_end_exact_counts_and_mlflow(run_pipeline, sqlite_uri):
     # 320 ids, batch 32: 10 steps per epoch, 3 epochs, everything consumed exactly once per epoch.
     assert summary["steps"] == 30 and summary["epochs"] == 3
     assert summary["fresh_examples"] == summary["trained_examples"] == 960 == audit.num_rows
-    assert summary["echo"] == {"stage": "none", "factor": 1.0, "measured_factor": 1.0}
+    echo = summary["echo"]
+    assert (echo["stage"], echo["factor"], echo["measured_factor"], echo["final_factor"]) == ("none", 1.0, 1.0, 1.0)
+    assert echo["factor_history"] == [] and [h["epoch"] for h in summary["history"]] == [1, 2, 3]
     assert summary["target_reached"] is False and summary["fresh_examples_to_target"] is None
     idx = index_source(load_config(None, overrides).source)
     assert_each_epoch_reads_every_train_id_once(audit, idx.train_ids, 3)
