@@ -87,13 +87,14 @@ class PreprocessConfig(Section):
     std: list[float] | None = None
     batch_size: PositiveInt = 128
     actors: ActorPoolConfig = ActorPoolConfig()
-    task_cpus: Annotated[float, Field(gt=0)] = 0.1
 
 
 class EchoConfig(Section):
     stage: Literal["none", "before_augment", "after_augment", "batch"] = "none"
     factor: float | Literal["auto"] = 1.0
     shuffle_buffer: Annotated[int, Field(ge=0)] = 512
+    # Repack batches so echoed copies of one example rarely share a batch (train/batching.py).
+    separate_copies: bool = True
     max_factor: Annotated[float, Field(ge=1)] = 8.0
 
     @field_validator("factor")

@@ -112,7 +112,7 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float) -> dic
         f"held-out examples  |  {cfg.scaling.num_workers} worker(s) on {'GPU' if use_gpu else 'CPU'}")
     status = "FAILED"
     try:
-        collector = RunCollector.remote(cfg.echo.stage, cfg.echo.factor, cfg.echo.max_factor)
+        collector = RunCollector.remote(cfg.echo.factor, cfg.echo.max_factor)
         trainer = build_trainer(cfg, idx, plan, use_gpu, collector, run_dir)
 
         history: list[dict] = []

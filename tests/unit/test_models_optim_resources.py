@@ -42,6 +42,7 @@ def test_default_plan_fits_two_cpus_and_names_shortfalls():
     big = plan_resources(load_config(None, ["scaling.num_workers=3"]), use_gpu=False)
     assert shortfall(big.demand(), {"CPU": 2.0}) == {"CPU": (3.5, 2.0)}
     tagged = plan_resources(load_config(None, ["preprocess.actors.resources={cpu_node: 1}",
-                                               "echo.stage=before_augment", "echo.factor=2"]), use_gpu=True)
-    assert tagged.demand() == {"CPU": 1 + 2 * 0.5 + 0.1, "GPU": 1.0, "cpu_node": 3.0}
+                                               "preprocess.actors.min_size=2", "preprocess.actors.max_size=2"]),
+                            use_gpu=True)
+    assert tagged.demand() == {"CPU": 1 + 2 * 0.5, "GPU": 1.0, "cpu_node": 2.0}
     assert "cpu_node" in shortfall(tagged.demand(), {"CPU": 8, "GPU": 1})

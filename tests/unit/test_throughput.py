@@ -3,36 +3,33 @@ import pytest
 from echoray.runtime.throughput import Throughput
 
 
-def test_rates_and_r_for_a_fused_preprocess_stage():
-    t = Throughput("none")
-    t.add_stage("preprocess", "a1", 1000, 2.0)  # 500 ex/s per actor
-    t.add_stage("preprocess", "a2", 1000, 2.0)  # two actors in parallel: 1000 ex/s
+def test_rates_and_r_with_parallel_actors():
+    t = Throughput()
+    t.add_stage("upstream", "a1", 1000, 2.0)  # 500 ex/s per actor
+    t.add_stage("upstream", "a2", 1000, 2.0)  # two actors in parallel: 1000 ex/s
     t.set_worker(0, 8000, 2.0)  # 4000 ex/s
     assert t.rates() == (1000.0, 4000.0)
     assert t.measured_r() == 4.0
 
 
-def test_before_augment_counts_augment_downstream_and_workers_add_up():
-    t = Throughput("before_augment")
-    t.add_stage("read", "r", 300, 1.0)  # 300 ex/s upstream
-    t.add_stage("augment", "g", 2000, 1.0)  # 2000 ex/s downstream pool
+def test_downstream_augmentation_and_workers_add_up():
+    t = Throughput()
+    t.add_stage("upstream", "r", 300, 1.0)  # 300 ex/s upstream
+    t.add_stage("downstream", "r", 2000, 1.0)  # augmenting echoed rows: 2000 ex/s
     t.set_worker(0, 900, 1.0)
     t.set_worker(1, 900, 1.0)  # 1800 ex/s together
     assert t.rates() == (300.0, 1800.0)
     assert t.measured_r() == pytest.approx(6.0)
-    t2 = Throughput("after_augment")
-    t2.add_stage("read", "r", 300, 1.0)
-    t2.add_stage("augment", "g", 200, 1.0)  # slowest upstream pool decides
-    t2.set_worker(0, 1000, 1.0)
-    assert t2.rates() == (200.0, 1000.0)
+    t.add_stage("downstream", "r", 0, 9.0)  # now the augmentation is the slower part
+    assert t.rates() == (300.0, 200.0)
 
 
 def test_recent_window_uses_only_the_differences():
-    t = Throughput("none")
-    t.add_stage("preprocess", "a", 100, 1.0)
+    t = Throughput()
+    t.add_stage("upstream", "a", 100, 1.0)
     t.set_worker(0, 100, 1.0)
     before = t.snapshot()
-    t.add_stage("preprocess", "a", 100, 0.25)
+    t.add_stage("upstream", "a", 100, 0.25)
     t.set_worker(0, 300, 1.1)  # cumulative: +200 examples in +0.1 s
     recent = t.since(before)
     assert recent.rates() == (pytest.approx(400.0), pytest.approx(2000.0))
@@ -40,4 +37,4 @@ def test_recent_window_uses_only_the_differences():
 
 
 def test_no_figures_yet():
-    assert Throughput("batch").measured_r() is None
+    assert Throughput().measured_r() is None

@@ -4,7 +4,8 @@ Non-integer factors: each item is emitted floor(e) + Bernoulli(e - floor(e))
 times, the Bernoulli drawn per item from a key of (seed, epoch, sample_id), so
 the expected count is exactly e and the draw does not depend on how Ray Data
 happened to batch the rows. Copies are emitted next to each other; the
-worker's shuffle buffer that follows spreads them out.
+worker's shuffle buffer and batch packer (train/batching.py) spread them out.
+The Ray Data side runs it inside the preprocessing actor (data/stages.py).
 """
 
 from __future__ import annotations
@@ -63,22 +64,3 @@ def next_auto_factor(current: float, measured_r: float, max_factor: float,
     if abs(target - current) <= deadband * current:
         return current
     return float(np.clip(current + alpha * (target - current), 1.0, max_factor))
-
-
-class EchoRows:
-    """Thin Ray Data adapter: `ds.map_batches(EchoRows(e, seed), udf_modifying_row_count=True)`.
-
-    With `factor_source` (an actor handle with `echo_factor()`), e follows `factor: auto`.
-    """
-
-    def __init__(self, factor: float | str, seed: int, factor_source=None):
-        self.factor = 1.0 if factor == "auto" else float(factor)
-        self.seed = seed
-        self.factor_source = factor_source
-
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        if self.factor_source is not None:
-            import ray
-
-            self.factor = ray.get(self.factor_source.echo_factor.remote())
-        return echo_rows(batch, self.factor, self.seed)

@@ -23,14 +23,14 @@ AUTO_UPDATE_S = 1.0
 
 @ray.remote(num_cpus=0, max_restarts=0)
 class RunCollector:
-    def __init__(self, echo_stage: str = "none", factor: float | str = 1.0, max_factor: float = 8.0):
+    def __init__(self, factor: float | str = 1.0, max_factor: float = 8.0):
         self.events: list[dict[str, Any]] = []
         self.audit: list[dict[str, np.ndarray]] = []
         self.last_progress = time.time()
         self.first_step_at: float | None = None
         self.source_reads = 0
         self.final: dict[str, Any] | None = None
-        self.throughput = Throughput(echo_stage)
+        self.throughput = Throughput()
         self.auto = factor == "auto"
         self.factor = 1.0 if self.auto else float(factor)
         self.max_factor = max_factor

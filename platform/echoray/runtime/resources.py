@@ -17,18 +17,13 @@ from echoray.config import PipelineConfig
 class ResourcePlan:
     num_workers: int
     per_worker: dict[str, float]
-    actor_pools: int
     actors_min: int
     per_actor: dict[str, float]
-    task_ops: int
-    per_task: dict[str, float]
 
     def demand(self) -> dict[str, float]:
         """The least the run needs at once to make progress."""
         total: dict[str, float] = defaultdict(float)
-        for res, n in ((self.per_worker, self.num_workers),
-                       (self.per_actor, self.actor_pools * self.actors_min),
-                       (self.per_task, min(self.task_ops, 1))):
+        for res, n in ((self.per_worker, self.num_workers), (self.per_actor, self.actors_min)):
             for k, v in res.items():
                 total[k] += v * n
         return dict(total)
@@ -36,8 +31,7 @@ class ResourcePlan:
     def describe(self) -> str:
         return (
             f"{self.num_workers} train worker(s) x {self.per_worker}, "
-            f"{self.actor_pools} preprocessing pool(s) x {self.actors_min}+ actor(s) x {self.per_actor}"
-            + (f", echo tasks x {self.per_task}" if self.task_ops else "")
+            f"preprocessing pool of {self.actors_min}+ actor(s) x {self.per_actor}"
         )
 
 
@@ -46,17 +40,11 @@ def plan_resources(cfg: PipelineConfig, use_gpu: bool) -> ResourcePlan:
     per_worker = {"CPU": cfg.scaling.cpus_per_worker, **cfg.scaling.resources_per_worker}
     if use_gpu:
         per_worker["GPU"] = 1.0
-    pools = 2 if (cfg.preprocess.augment.on == "cpu" and cfg.echo.stage == "before_augment") else 1
-    per_actor = {"CPU": a.num_cpus, **a.resources}
-    task_ops = int(cfg.echo.stage in ("before_augment", "after_augment"))
     return ResourcePlan(
         num_workers=cfg.scaling.num_workers,
         per_worker=per_worker,
-        actor_pools=pools,
         actors_min=a.min_size,
-        per_actor=per_actor,
-        task_ops=task_ops,
-        per_task={"CPU": cfg.preprocess.task_cpus, **a.resources},
+        per_actor={"CPU": a.num_cpus, **a.resources},
     )
 
 

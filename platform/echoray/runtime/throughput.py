@@ -12,13 +12,9 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-# Which measured parts lie before the echo point for each echo stage.
-UPSTREAM = {
-    "none": ("read", "augment", "preprocess"),
-    "batch": ("read", "augment", "preprocess"),
-    "after_augment": ("read", "augment", "preprocess"),
-    "before_augment": ("read",),
-}
+# The preprocessing actor reports the work before the echo point as "upstream" and,
+# when echo precedes augmentation, the augmentation of echoed rows as "downstream".
+UPSTREAM = ("upstream",)
 
 
 @dataclass
@@ -29,7 +25,6 @@ class Totals:
 
 @dataclass
 class Throughput:
-    echo_stage: str
     stages: dict[str, dict[str, Totals]] = field(default_factory=lambda: defaultdict(dict))
     workers: dict[int, Totals] = field(default_factory=dict)
 
@@ -53,9 +48,8 @@ class Throughput:
         return sum(rates) if rates else None
 
     def rates(self) -> tuple[float | None, float | None]:
-        up_names = UPSTREAM[self.echo_stage]
-        up = [r for s in self.stages if s in up_names and (r := self.stage_rate(s))]
-        down = [r for s in self.stages if s not in up_names and (r := self.stage_rate(s))]
+        up = [r for s in self.stages if s in UPSTREAM and (r := self.stage_rate(s))]
+        down = [r for s in self.stages if s not in UPSTREAM and (r := self.stage_rate(s))]
         if (t := self.train_rate()) is not None:
             down.append(t)
         return (min(up) if up else None), (min(down) if down else None)
@@ -65,7 +59,7 @@ class Throughput:
         return down / up if up and down else None
 
     def snapshot(self) -> Throughput:
-        copy = Throughput(self.echo_stage)
+        copy = Throughput()
         for s, actors in self.stages.items():
             for a, t in actors.items():
                 copy.stages[s][a] = Totals(t.rows, t.busy_s)
@@ -74,7 +68,7 @@ class Throughput:
 
     def since(self, earlier: Throughput) -> Throughput:
         """What happened between `earlier` and now (for a recent-window R)."""
-        d = Throughput(self.echo_stage)
+        d = Throughput()
         for s, actors in self.stages.items():
             for a, t in actors.items():
                 e = earlier.stages.get(s, {}).get(a, Totals())

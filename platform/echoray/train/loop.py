@@ -27,6 +27,7 @@ from echoray.data.echo import batch_repeats
 from echoray.data.stages import augment_keys
 from echoray.seeds import STREAM_MODEL, STREAM_SAMPLER, derive_seed, to_int63
 from echoray.train.accounting import AuditBuffer, Counters
+from echoray.train.batching import pack_unique
 from echoray.train.evaluate import EvalSet, Normalizer, all_reduce_ints
 from echoray.train.models import build_model
 from echoray.train.optim import build_optimizer, lr_multiplier, set_lr
@@ -149,6 +150,8 @@ def run_worker(config: dict) -> None:
         (fresh_all,) = all_reduce_ints([counters.fresh])
         return fresh_all >= (state["epoch"] + 1) * n_train
 
+    if cfg.echo.separate_copies and cfg.echo.stage in ("before_augment", "after_augment"):
+        batches = pack_unique(batches, cfg.train.batch_size)
     model.train()
     stop = False
     t_wait = time.perf_counter()
