@@ -83,6 +83,9 @@ class AugmentConfig(Section):
 
 class PreprocessConfig(Section):
     augment: AugmentConfig = AugmentConfig()
+    # Keep Ray Data's output order fixed, so one seed gives one sequence of batches
+    # (and, on CPU, the same losses); echo.factor: auto still follows live timings.
+    deterministic: bool = True
     mean: list[float] | None = None
     std: list[float] | None = None
     batch_size: PositiveInt = 128
@@ -110,6 +113,11 @@ class EchoConfig(Section):
 class BatchAugmentationConfig(Section):
     copies: PositiveInt = 1
     mode: Literal["local", "grouped"] = "local"
+    # Accumulate the M views as M forward/backward passes (bounds memory; same gradient
+    # as the M*B batch for models without batch norm).
+    accumulate: bool = False
+    # Test-time augmentation: also score the held-out split averaged over K views.
+    tta_views: Annotated[int, Field(ge=0)] = 0
 
 
 class ModelConfig(Section):
@@ -118,6 +126,7 @@ class ModelConfig(Section):
     )
     width: PositiveInt = 32
     dropout: Fraction = 0.0
+    ghost_batch_size: PositiveInt | None = None
 
 
 class OptimizerConfig(Section):
@@ -193,6 +202,12 @@ class PipelineConfig(Section):
     @model_validator(mode="after")
     def _cross_section(self) -> PipelineConfig:
         m = self.batch_augmentation.copies
+        ops_on_cpu = self.preprocess.augment.on == "cpu" and self.preprocess.augment.ops
+        if (m > 1 or self.batch_augmentation.tta_views) and ops_on_cpu:
+            raise ValueError(
+                "batch_augmentation.copies > 1 and batch_augmentation.tta_views make their views "
+                "on the worker: set preprocess.augment.on: worker"
+            )
         if self.batch_augmentation.mode == "grouped" and self.scaling.num_workers % m:
             raise ValueError(
                 "scaling.num_workers must be a multiple of batch_augmentation.copies "

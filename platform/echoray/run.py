@@ -51,9 +51,10 @@ def resolve_gpu(cfg: PipelineConfig) -> bool:
 
 
 def epoch_line(ev: dict[str, Any]) -> str:
+    tta = f" (tta {ev['accuracy_tta']:.4f})" if ev.get("accuracy_tta") is not None else ""
     return (
         f"epoch {ev['epoch']:>3}  step {ev['step']:>6}  loss {ev['loss']:.4f}  "
-        f"acc {ev['accuracy']:.4f}  fresh {ev['fresh_examples']:>8}  trained {ev['trained_examples']:>8}  "
+        f"acc {ev['accuracy']:.4f}{tta}  fresh {ev['fresh_examples']:>8}  trained {ev['trained_examples']:>8}  "
         f"lr {ev['lr']:.4f}  {ev['elapsed_s']:.1f}s"
     )
 
@@ -119,10 +120,10 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float) -> dic
 
         def on_event(ev: dict) -> None:
             say(epoch_line(ev))
-            history.append({k: ev[k] for k in ("epoch", "step", "accuracy", "fresh_examples",
-                                               "trained_examples", "train_s")})
-            logger.log_metrics({k: ev[k] for k in (
-                "accuracy", "loss", "lr", "fresh_examples", "trained_examples",
+            history.append({k: ev.get(k) for k in ("epoch", "step", "loss", "accuracy", "accuracy_tta",
+                                                   "fresh_examples", "trained_examples", "train_s")})
+            logger.log_metrics({k: ev.get(k) for k in (
+                "accuracy", "accuracy_tta", "loss", "lr", "fresh_examples", "trained_examples",
                 "duplicate_batch_fraction", "wait_fraction")}, step=ev["epoch"])
 
         factor_points = []
@@ -145,6 +146,7 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float) -> dic
             final=final, collected=collected, t0=t0, t_end=time.time(),
         )
         summary["history"] = history
+        summary["metric_tta"] = history[-1]["accuracy_tta"] if history else None
         summary["echo"]["factor_history"] = [
             {"t": round(p["time"] - t0, 2), "factor": p["factor"], "measured_R": p["measured_R"]}
             for p in factor_points]

@@ -50,7 +50,14 @@ def test_invalid_values_name_the_key(override, named):
 def test_grouped_batch_augmentation_needs_divisible_workers():
     with pytest.raises(ConfigError, match="scaling.num_workers must be a multiple of batch_augmentation.copies"):
         load_config(None, ["batch_augmentation.mode=grouped", "batch_augmentation.copies=3",
-                           "scaling.num_workers=4"])
+                           "scaling.num_workers=4", "preprocess.augment.on=worker"])
+
+
+def test_batch_augmentation_views_need_worker_side_augmentation():
+    with pytest.raises(ConfigError, match="set preprocess.augment.on: worker"):
+        load_config(None, ["batch_augmentation.copies=2"])
+    cfg = load_config(None, ["batch_augmentation.copies=2", "preprocess.augment.ops=[]", "model.dropout=0.3"])
+    assert cfg.batch_augmentation.copies == 2  # intermediate BA: views differ through dropout
 
 
 def test_malformed_override_and_missing_file(tmp_path):

@@ -34,7 +34,15 @@ def echo_keys(seed: int, epoch: np.ndarray, sample_id: np.ndarray) -> np.ndarray
 
 
 def echo_rows(batch: dict[str, np.ndarray], factor: float, seed: int) -> dict[str, np.ndarray]:
-    """Repeat every row of a column batch; adds `echo_copy` = 0..count-1 per item."""
+    """Repeat every row of a column batch; sets `echo_copy` = 0..count-1 per item."""
+    n = len(batch["sample_id"])
+    if factor == math.floor(factor):  # integer e: no draws needed
+        e = int(factor)
+        if e == 1:
+            return batch
+        out = {k: np.repeat(v, e, axis=0) for k, v in batch.items()}
+        out["echo_copy"] = np.tile(np.arange(e, dtype=np.int64), n)
+        return out
     counts = copy_counts(echo_keys(seed, batch["epoch"], batch["sample_id"]), factor)
     out = {k: np.repeat(v, counts, axis=0) for k, v in batch.items()}
     starts = np.repeat(np.cumsum(counts) - counts, counts)

@@ -43,10 +43,17 @@ def center_crop(images: torch.Tensor, size: int) -> torch.Tensor:
 
 
 class EvalSet:
-    def __init__(self, idx: SourceIndex, rank: int, world: int, out_size: int):
+    """`tta`: (seed, K, ops) to also score predictions averaged over K augmented views
+    (cutout is left out at test time: it only removes information)."""
+
+    def __init__(self, idx: SourceIndex, rank: int, world: int, out_size: int, tta=None):
         self.ids = idx.eval_ids[rank::world]
         self.reader = open_reader(idx)
         self.out_size = out_size
+        self.tta = None
+        if tta is not None:
+            seed, views, ops = tta
+            self.tta = (seed, views, [op for op in ops if op.op != "cutout"])
         per_image = (idx.image_size or 0) ** 2 * idx.channels
         self.cached = None
         if per_image and per_image * len(self.ids) <= CACHE_LIMIT_BYTES:
@@ -54,23 +61,35 @@ class EvalSet:
 
     def _chunks(self):
         for start in range(0, len(self.ids), READ_CHUNK):
-            images, labels = self.reader.read(self.ids[start : start + READ_CHUNK], "eval")
-            yield center_crop(torch.from_numpy(images), self.out_size), torch.from_numpy(labels)
+            ids = self.ids[start : start + READ_CHUNK]
+            images, labels = self.reader.read(ids, "eval")
+            yield center_crop(torch.from_numpy(images), self.out_size), torch.from_numpy(labels), ids
 
     @torch.no_grad()
-    def evaluate(self, model: torch.nn.Module, normalize: Normalizer, batch_size: int) -> tuple[int, int]:
-        """(correct, total) over all workers."""
+    def evaluate(self, model: torch.nn.Module, normalize: Normalizer, batch_size: int) -> tuple[int, int, int]:
+        """(correct, total, correct with test-time augmentation) over all workers."""
         was_training = model.training
         model.eval()
-        correct = total = 0
-        for images, labels in self.cached if self.cached is not None else self._chunks():
+        correct = total = tta_correct = 0
+        for images, labels, ids in self.cached if self.cached is not None else self._chunks():
             for s in range(0, len(labels), batch_size):
-                logits = model(normalize(images[s : s + batch_size]))
+                x = images[s : s + batch_size]
+                logits = model(normalize(x))
                 y = labels[s : s + batch_size].to(logits.device)
                 correct += int((logits.argmax(1) == y).sum())
                 total += len(y)
+                if self.tta is not None:
+                    tta_correct += int((self._tta_predict(model, normalize, x, ids[s : s + batch_size]) == y).sum())
         model.train(was_training)
-        return all_reduce_ints([correct, total])
+        return tuple(all_reduce_ints([correct, total, tta_correct]))
+
+    def _tta_predict(self, model, normalize, images: torch.Tensor, ids: np.ndarray) -> torch.Tensor:
+        from echoray.train.batch_augment import eval_view_keys, make_views
+
+        seed, views, ops = self.tta
+        x = make_views(images.to(normalize.device), eval_view_keys(seed, ids, views), views, ops)
+        probs = torch.softmax(model(normalize(x)), dim=1)
+        return probs.view(len(ids), views, -1).mean(1).argmax(1)
 
 
 def all_reduce_ints(values: list[int]) -> list[int]:

@@ -19,16 +19,17 @@ import ray.train
 import ray.train.torch
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
 from echoray.config import PipelineConfig
-from echoray.data.augment import augment_batch, output_size
+from echoray.data.augment import output_size
 from echoray.data.echo import batch_repeats
-from echoray.data.stages import augment_keys
 from echoray.seeds import STREAM_MODEL, STREAM_SAMPLER, derive_seed, to_int63
 from echoray.train.accounting import AuditBuffer, Counters
+from echoray.train.batch_augment import backward_views, make_views, view_keys
 from echoray.train.batching import pack_unique
 from echoray.train.evaluate import EvalSet, Normalizer, all_reduce_ints
+from echoray.train.ghost_bn import use_ghost_batch_norm
+from echoray.train.groups import broadcast_batches, make_groups
 from echoray.train.models import build_model
 from echoray.train.optim import build_optimizer, lr_multiplier, set_lr
 
@@ -90,23 +91,36 @@ def run_worker(config: dict) -> None:
 
     torch.manual_seed(derive_seed(cfg.seed, STREAM_MODEL))
     device = ray.train.torch.get_device()
-    model = ray.train.torch.prepare_model(build_model(cfg.model, idx.channels, idx.num_classes))
+    net = build_model(cfg.model, idx.channels, idx.num_classes)
+    if cfg.model.ghost_batch_size:
+        net = use_ghost_batch_norm(net, cfg.model.ghost_batch_size)
+    model = ray.train.torch.prepare_model(net)
     opt = build_optimizer(model.parameters(), cfg.optimizer)
     normalize = Normalizer(cfg.preprocess.mean, cfg.preprocess.std, idx.channels, device)
-    eval_set = EvalSet(idx, rank, world, output_size(idx.image_size, cfg.preprocess.augment.ops))
-    ops_on_worker = cfg.preprocess.augment.ops if cfg.preprocess.augment.on == "worker" else None
+    ba = cfg.batch_augmentation
+    eval_set = EvalSet(idx, rank, world, output_size(idx.image_size, cfg.preprocess.augment.ops),
+                       tta=(cfg.seed, ba.tta_views, cfg.preprocess.augment.ops) if ba.tta_views else None)
+    on_worker = cfg.preprocess.augment.on == "worker"
+    ops = cfg.preprocess.augment.ops if on_worker else []
+    copies = ba.copies
+    views_on_worker = on_worker or copies > 1
 
     n_train = len(idx.train_ids)
     spe = steps_per_epoch(cfg, n_train, world)
     by_fresh = cfg.echo.factor == "auto" and cfg.echo.stage != "batch"
     repeats = Repeats(cfg, collector, rank, world)
     counters, audit = Counters(), AuditBuffer(cfg.audit.enabled)
-    group = rank // cfg.batch_augmentation.copies if cfg.batch_augmentation.mode == "grouped" else rank
-    batches = ray.train.get_dataset_shard("train").iter_batches(
-        batch_size=cfg.train.batch_size, batch_format="numpy", drop_last=True,
-        local_shuffle_buffer_size=cfg.echo.shuffle_buffer or None,
-        local_shuffle_seed=derive_seed(cfg.seed, STREAM_SAMPLER, rank), prefetch_batches=2,
-    )
+    grouped = ba.mode == "grouped"
+    group, member = (rank // copies, rank % copies) if grouped else (rank, 0)
+    reads = not grouped or member == 0  # in a group only the first worker reads
+    shard = ray.train.get_dataset_shard("train")
+    batches = None
+    if reads:
+        batches = shard.iter_batches(
+            batch_size=cfg.train.batch_size, batch_format="numpy", drop_last=True,
+            local_shuffle_buffer_size=cfg.echo.shuffle_buffer or None,
+            local_shuffle_seed=derive_seed(cfg.seed, STREAM_SAMPLER, group), prefetch_batches=2,
+        )
     state = {"epoch": 0, "best": 0.0, "acc": float("nan"), "to_target": None, "reason": "max_epochs of data consumed",
              "loss_sum": 0.0, "loss_n": 0, "dup_batches": 0, "batches": 0, "eval_step": 0,
              "eval_s": 0.0}
@@ -116,7 +130,7 @@ def run_worker(config: dict) -> None:
         state["epoch"] += 1
         state["eval_step"] = counters.steps
         t_eval = time.perf_counter()
-        correct, total = eval_set.evaluate(model, normalize, cfg.train.batch_size)
+        correct, total, tta_correct = eval_set.evaluate(model, normalize, cfg.train.batch_size)
         state["eval_s"] += time.perf_counter() - t_eval
         fresh_all, trained_all, dups, nb = all_reduce_ints(
             [counters.fresh, counters.trained, state["dup_batches"], state["batches"]])
@@ -125,6 +139,7 @@ def run_worker(config: dict) -> None:
         record = {
             "epoch": state["epoch"], "step": counters.steps, "accuracy": acc,
             "loss": state["loss_sum"] / max(state["loss_n"], 1), "lr": opt.param_groups[0]["lr"],
+            "accuracy_tta": tta_correct / total if ba.tta_views else None,
             "fresh_examples": fresh_all, "trained_examples": trained_all,
             "duplicate_batch_fraction": dups / max(nb, 1),
             "elapsed_s": time.time() - t_start, "time": time.time(),
@@ -150,8 +165,12 @@ def run_worker(config: dict) -> None:
         (fresh_all,) = all_reduce_ints([counters.fresh])
         return fresh_all >= (state["epoch"] + 1) * n_train
 
-    if cfg.echo.separate_copies and cfg.echo.stage in ("before_augment", "after_augment"):
+    if reads and cfg.echo.separate_copies and cfg.echo.stage in ("before_augment", "after_augment"):
         batches = pack_unique(batches, cfg.train.batch_size)
+    if grouped:
+        pg = make_groups(world, copies)[group]
+        shape = (idx.image_size, idx.image_size, idx.channels)
+        batches = broadcast_batches(batches, pg, group * copies, shape, cfg.train.batch_size)
     model.train()
     stop = False
     t_wait = time.perf_counter()
@@ -163,28 +182,32 @@ def run_worker(config: dict) -> None:
         state["batches"] += 1
         state["dup_batches"] += has_duplicates(batch)
         images = torch.from_numpy(batch["image"])
-        if ops_on_worker is not None:
-            keys = augment_keys(cfg.seed, batch, per_copy=True)
-            images = augment_batch(images.to(device, non_blocking=True), keys, ops_on_worker)
-            batch["aug_key"] = to_int63(keys)
         labels = torch.as_tensor(np.array(batch["label"]), device=device)
         n = len(labels)
+        if views_on_worker:  # M views per sample (M = 1: plain worker-side augmentation)
+            keys = view_keys(cfg.seed, batch, cfg.echo.stage == "before_augment", member, copies)
+            images = make_views(images.to(device, non_blocking=True), keys, copies, ops)
+            labels = labels.repeat_interleave(copies) if copies > 1 else labels
+            aug_key = to_int63(keys)
+        else:
+            aug_key = np.asarray(batch["aug_key"])
         reps = repeats(batch_index)
         for rep in range(reps):
             t0 = time.perf_counter()
             set_lr(opt, cfg.optimizer.lr, lr_multiplier(counters.steps / spe, cfg.train.max_epochs, cfg.schedule))
-            loss = F.cross_entropy(model(normalize(images)), labels)
             opt.zero_grad(set_to_none=True)
-            loss.backward()
+            loss_value = backward_views(model, normalize(images), labels, copies, ba.accumulate)
             opt.step()
-            state["loss_sum"] += float(loss.detach())
+            state["loss_sum"] += loss_value
             state["loss_n"] += 1
-            fresh = int((batch["echo_copy"] == 0).sum()) if rep == 0 else 0
-            counters.add_step(fresh, n, waited if rep == 0 else 0.0, time.perf_counter() - t0)
+            fresh = int((batch["echo_copy"] == 0).sum()) if (rep == 0 and reads) else 0
+            counters.add_step(fresh, n * copies, waited if rep == 0 else 0.0, time.perf_counter() - t0)
+            rep_ids = lambda a: np.repeat(np.asarray(a), copies)  # noqa: E731
             audit.add(
-                epoch=batch["epoch"], step=counters.steps - 1, worker=rank, group=group,
-                sample_id=batch["sample_id"], view=batch["echo_copy"] if reps == 1 else rep,
-                ba_view=0, aug_key=batch.get("aug_key", np.zeros(n, np.int64)),
+                epoch=rep_ids(batch["epoch"]), step=counters.steps - 1, worker=rank, group=group,
+                sample_id=rep_ids(batch["sample_id"]),
+                view=rep_ids(batch["echo_copy"]) if reps == 1 else rep,
+                ba_view=np.tile(np.arange(copies), n), aug_key=aug_key,
             )
             now = time.perf_counter()
             if counters.steps == 1 or now - last_beat >= HEARTBEAT_S:

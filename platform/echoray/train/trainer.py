@@ -12,6 +12,16 @@ from echoray.data.pipeline import build_train_dataset
 from echoray.data.sources import SourceIndex
 from echoray.runtime.resources import ResourcePlan
 from echoray.train.entry import train_loop_per_worker
+from echoray.train.groups import GroupedDataConfig
+
+
+def data_config(cfg: PipelineConfig) -> DataConfig:
+    options = DataConfig.default_ingest_options()
+    options.preserve_order = cfg.preprocess.deterministic
+    ba = cfg.batch_augmentation
+    if ba.mode == "grouped":
+        return GroupedDataConfig(ba.copies, execution_options=options)
+    return DataConfig(datasets_to_split=["train"], execution_options=options)
 
 
 def build_trainer(
@@ -26,7 +36,7 @@ def build_trainer(
         ),
         torch_config=TorchConfig(backend="nccl" if use_gpu else "gloo"),
         datasets={"train": build_train_dataset(cfg, idx, collector)},
-        dataset_config=DataConfig(datasets_to_split=["train"]),
+        dataset_config=data_config(cfg),
         run_config=RunConfig(
             name="train",
             storage_path=str((run_dir / "ray").resolve()),
