@@ -33,6 +33,8 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/startup.py
+	$(BIN)/python benchmarks/echo.py
+	$(BIN)/python benchmarks/batch_augmentation.py
 
 clean:
 	rm -rf runs mlflow.db .pytest_cache

@@ -20,6 +20,7 @@ same seed for every run:
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import time
 
@@ -91,7 +92,8 @@ def plot(results: list[dict], r: float, path) -> None:
     import matplotlib.pyplot as plt
 
     base = results[0]["train_time_to_target_s"]
-    xs = [x["final_factor"] if x["factor"] == "auto" else x["factor"] for x in results]
+    # auto at its run-average factor (trained / fresh): what the examples actually saw
+    xs = [x["measured_factor"] if x["factor"] == "auto" else x["factor"] for x in results]
     ys = [x["train_time_to_target_s"] / base if x["train_time_to_target_s"] else float("nan") for x in results]
     grid = [1 + i * 0.05 for i in range(int((max(xs + [r]) + 1 - 1) / 0.05) + 1)]
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -99,7 +101,8 @@ def plot(results: list[dict], r: float, path) -> None:
             label=f"ideal if repeats were as good as fresh (R = {r:.1f})")
     for x, y, res in zip(xs, ys, results, strict=True):
         ax.plot([x], [y], "o", color="C1" if res["factor"] == "auto" else "C0")
-        ax.annotate(f"e={res['factor']}", (x, y), textcoords="offset points", xytext=(5, 5))
+        label = f"auto (mean e {x:.1f})" if res["factor"] == "auto" else f"e={res['factor']}"
+        ax.annotate(label, (x, y), textcoords="offset points", xytext=(6, -14) if res["factor"] == "auto" else (5, 5))
     ax.axvline(r, color="C2", alpha=0.4, label="measured R")
     ax.set_xlabel("echo factor e")
     ax.set_ylabel("training time to 97% (relative to e = 1)")
@@ -110,12 +113,21 @@ def plot(results: list[dict], r: float, path) -> None:
     fig.savefig(path, dpi=120)
 
 
+def replot() -> None:
+    """Redraw the figure from the saved JSON (no runs)."""
+    data = json.loads((RESULTS / "echo.json").read_text())
+    plot(data["runs"], data["measured_R"], RESULTS / "echo_time_vs_factor.png")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--stage", default="after_augment", choices=["before_augment", "after_augment", "batch"])
     ap.add_argument("--target-r", type=float, default=4.0)
     ap.add_argument("--epochs", type=int, default=20)
+    ap.add_argument("--replot", action="store_true", help="redraw the plot from results/echo.json")
     args = ap.parse_args()
+    if args.replot:
+        return replot()
 
     from echoray.runtime.session import start_ray
 

@@ -4,6 +4,7 @@ server; a stalled pipeline on a cluster fails naming the missing resource."""
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from mlflow.tracking import MlflowClient
@@ -17,7 +18,12 @@ BIN = Path(sys.executable).parent
 def submit(head, *entrypoint, timeout=900):
     cmd = [str(BIN / "ray"), "job", "submit", "--address", head["dashboard"], "--working-dir", str(REPO),
            "--runtime-env", str(REPO / "jobs" / "runtime_env.yaml"), "--", *entrypoint]
-    return subprocess.run(cmd, cwd=REPO, env=head["env"], capture_output=True, text=True, timeout=timeout)
+    for _ in range(30):  # the head's job agent registers a little after the dashboard answers
+        res = subprocess.run(cmd, cwd=REPO, env=head["env"], capture_output=True, text=True, timeout=timeout)
+        if "No available agent to submit job" not in res.stdout + res.stderr:
+            return res
+        time.sleep(2)
+    return res
 
 
 def job_status(head, job_id: str) -> str:
