@@ -20,22 +20,7 @@ import time
 from pathlib import Path
 
 import psutil
-
-RESULTS = Path(__file__).parent / "results"
-
-
-def tree_pss(root: psutil.Process) -> int:
-    total = 0
-    try:
-        procs = [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return 0
-    for p in procs:
-        try:
-            total += p.memory_full_info().pss
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
-    return total
+from common import RESULTS, tree_pss
 
 
 def one_run(extra: list[str]) -> dict:

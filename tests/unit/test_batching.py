@@ -41,3 +41,14 @@ def test_epochs_are_distinct_keys():
     rows = {"epoch": np.array([0, 1] * 16), "sample_id": np.repeat(np.arange(16), 2)}
     (out,) = list(pack_unique([rows], 32))
     assert len(out["sample_id"]) == 32
+
+
+def test_max_carry_zero_only_rebatches_short_batches_to_exact_size():
+    sizes = [512, 414, 512, 100, 300]
+    rows, start = [], 0
+    for n in sizes:
+        rows.append({"epoch": np.zeros(n, np.int64), "sample_id": np.arange(start, start + n)})
+        start += n
+    out = list(pack_unique(rows, 512, max_carry=0))
+    assert [len(b["sample_id"]) for b in out] == [512] * (sum(sizes) // 512)
+    assert np.array_equal(np.concatenate([b["sample_id"] for b in out]), np.arange(len(out) * 512))

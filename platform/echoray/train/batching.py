@@ -31,8 +31,12 @@ def _cat(a: Batch | None, b: Batch) -> Batch:
 
 
 def pack_unique(batches: Iterable[Batch], batch_size: int, max_carry: int | None = None) -> Iterator[Batch]:
-    """Re-batch to `batch_size` rows, each batch free of repeated keys where possible."""
-    max_carry = max_carry or 4 * batch_size
+    """Re-batch to exactly `batch_size` rows, each free of repeated keys where possible.
+
+    max_carry: rows that may wait for a later batch (default 4 batches); 0 only
+    re-batches to exact sizes, which also guards against short batches from upstream.
+    """
+    max_carry = 4 * batch_size if max_carry is None else max_carry
     pool: Batch | None = None
     for incoming in batches:
         pool = _cat(pool, incoming)
