@@ -125,9 +125,20 @@ def main() -> None:
     ap.add_argument("--target-r", type=float, default=4.0)
     ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--replot", action="store_true", help="redraw the plot from results/echo.json")
+    ap.add_argument("--overhead-only", action="store_true", help="only the echo-op overhead; updates echo.json")
     args = ap.parse_args()
     if args.replot:
         return replot()
+    if args.overhead_only:
+        from echoray.runtime.session import start_ray
+
+        start_ray()
+        overhead = pipeline_overhead(repeats=5)
+        print(f"echo op at e=1 vs absent: overhead {overhead['overhead_fraction'] * 100:.1f}% (goal < 3%)")
+        data = json.loads((RESULTS / "echo.json").read_text())
+        data["pipeline_overhead"] = overhead
+        save("echo", data)
+        return None
 
     from echoray.runtime.session import start_ray
 
