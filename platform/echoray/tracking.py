@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
 
 from echoray.config import PipelineConfig
 
@@ -69,12 +66,6 @@ class RunLogger:
         ts = int(time.time() * 1000)
         batch = [Metric(k, float(v), ts, step) for k, v in metrics.items() if v is not None]
         self.client.log_batch(self.run_id, metrics=batch)
-
-    def log_json(self, obj: Any, name: str) -> None:
-        with tempfile.TemporaryDirectory() as d:
-            p = Path(d) / name
-            p.write_text(json.dumps(obj, indent=2, default=str))
-            self.client.log_artifact(self.run_id, str(p))
 
     def log_file(self, path: Path, artifact_path: str | None = None) -> None:
         self.client.log_artifact(self.run_id, str(path), artifact_path)
