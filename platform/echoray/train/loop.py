@@ -211,13 +211,13 @@ def run_worker(config: dict) -> None:
             state["loss_n"] += 1
             fresh = int((batch["echo_copy"] == 0).sum()) if (rep == 0 and reads) else 0
             counters.add_step(fresh, n * copies, waited if rep == 0 else 0.0, time.perf_counter() - t0)
-            rep_ids = lambda a: np.repeat(np.asarray(a), copies)  # noqa: E731
-            audit.add(
-                epoch=rep_ids(batch["epoch"]), step=counters.steps - 1, worker=rank, group=group,
-                sample_id=rep_ids(batch["sample_id"]),
-                view=rep_ids(batch["echo_copy"]) if reps == 1 else rep,
-                ba_view=np.tile(np.arange(copies), n), aug_key=aug_key,
-            )
+            if audit.enabled:  # building the rows costs copies per step: only when asked
+                audit.add(
+                    epoch=np.repeat(batch["epoch"], copies), step=counters.steps - 1, worker=rank,
+                    group=group, sample_id=np.repeat(batch["sample_id"], copies),
+                    view=np.repeat(batch["echo_copy"], copies) if reps == 1 else rep,
+                    ba_view=np.tile(np.arange(copies), n), aug_key=aug_key,
+                )
             now = time.perf_counter()
             if counters.steps == 1 or now - last_beat >= HEARTBEAT_S:
                 collector.heartbeat.remote(rank, counters.steps, counters.trained, counters.step_s)
