@@ -1,4 +1,5 @@
-"""`echoray train | tune ...`: exit 0 when the run completed, 2 for bad input, 1 for failures."""
+"""`echoray train | tune | study | report`: exit 0 when the run completed, 2 for bad input,
+1 for failures, 130 when interrupted (a search or study can then be resumed)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,34 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
                    help="override one config key (repeatable), e.g. --set echo.factor=2")
     t.add_argument("--out", help="run folder (default runs/<name>-<timestamp>)")
+
+    for name, what in (("tune", "repeated quasi-random search over the pipeline's search.space"),
+                       ("study", "the same search for each variant (baseline, echo stages, BA), then the report")):
+        s = sub.add_parser(name, help=what)
+        s.add_argument("pipeline", nargs="?", help="pipeline YAML with a search section (omit with --resume)")
+        s.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+                       help="override one config key (repeatable)")
+        s.add_argument("--trials", type=_positive, help="trials per repeat (default search.trials)")
+        s.add_argument("--repeats", type=_positive, help="independent repeats (default search.repeats)")
+        s.add_argument("--out", help="output folder" + (" (required)" if name == "study" else ""))
+        s.add_argument("--resume", metavar="DIR", help="continue an interrupted run in DIR")
+        if name == "study":
+            s.add_argument("--variants", action="append", metavar="V[,V...]",
+                           help="baseline, before_augment:E, after_augment:E, batch:E, ba:M "
+                                "(default baseline,before_augment:2,after_augment:2,batch:2)")
+    r = sub.add_parser("report", help="draw a study's plots (Figure 3, BA accuracy) and log them to MLflow")
+    r.add_argument("study_dir", help="folder written by `echoray study`")
     return p
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,34 +62,78 @@ def main(argv: list[str] | None = None) -> int:
     from echoray.config_load import ConfigError, load_config
     from echoray.data.sources import SourceError
 
+    cfg = None
     try:
-        cfg = load_config(args.pipeline, args.overrides)
+        if args.command in ("tune", "study"):
+            if bool(args.pipeline) == bool(args.resume):
+                raise ConfigError(f"echoray {args.command}: give a PIPELINE or --resume DIR (exactly one)")
+            if args.resume and (args.overrides or args.trials or args.repeats or args.out):
+                raise ConfigError("--resume continues a run as it was started: drop --set/--trials/--repeats/--out")
+        if args.command != "report" and not getattr(args, "resume", None):
+            cfg = load_config(args.pipeline, args.overrides)
     except ConfigError as exc:
         print(f"echoray: {exc}", file=sys.stderr)
         return EXIT_USAGE
     os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
-    from echoray.run import print_summary, train
     from echoray.runtime.monitor import StallError
     from echoray.tracking import TrackingError
 
     try:
-        summary = train(cfg, args.pipeline or "embedded:digits", args.out, t0)
+        return _dispatch(args, cfg, t0)
     except (ConfigError, SourceError) as exc:
         print(f"echoray: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except (TrackingError, StallError) as exc:
         print(f"echoray: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    except KeyboardInterrupt:
-        print("echoray: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        print(f"echoray: interrupted{': ' + str(exc) if str(exc) else ''}", file=sys.stderr)
         return 130
     except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence
-        print(f"echoray: run failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        if os.environ.get("ECHORAY_DEBUG"):
+            import traceback
+
+            traceback.print_exc()
+        print(f"echoray: run failed: {describe_failure(exc)}", file=sys.stderr)
         return EXIT_FAILED
     finally:
         _shutdown_ray()
-    print_summary(summary)
+
+
+def _dispatch(args: argparse.Namespace, cfg, t0: float) -> int:
+    pipeline = args.pipeline if args.command != "report" else None
+    if args.command == "train":
+        from echoray.run import print_summary, train
+
+        print_summary(train(cfg, pipeline or "embedded:digits", args.out, t0))
+    elif args.command == "tune":
+        from echoray.tune.search_run import run_search
+        from echoray.tune.summary_text import print_search
+
+        print_search(run_search(cfg, pipeline, args.out, t0, trials=args.trials, repeats=args.repeats,
+                                resume=args.resume))
+    elif args.command == "study":
+        from echoray.tune.study import run_study
+
+        run_study(cfg, pipeline, args.variants, args.out, t0, trials=args.trials, repeats=args.repeats,
+                  resume=args.resume)
+    else:
+        from pathlib import Path
+
+        from echoray.tune.report import write_report
+
+        write_report(Path(args.study_dir))
     return EXIT_OK
+
+
+def describe_failure(exc: BaseException) -> str:
+    """One readable line: for Ray Train's worker-group error, the first worker's own error."""
+    failures = getattr(exc, "worker_failures", None)
+    if failures:
+        rank = min(failures)
+        lines = [ln for ln in str(failures[rank]).splitlines() if ln.strip()]
+        return f"worker {rank}: {lines[-1].strip() if lines else type(failures[rank]).__name__}"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _shutdown_ray() -> None:

@@ -170,16 +170,40 @@ class AuditConfig(Section):
 
 
 class SearchParam(Section):
+    """One dimension of the quasi-random search: a range (linear or log) or choices.
+
+    `one_minus: true` searches 1 - value instead (e.g. 1 - momentum on a log scale,
+    as the data-echoing paper does); low/high then bound 1 - value.
+    """
+
     low: float | None = None
     high: float | None = None
     scale: Literal["linear", "log"] = "linear"
     choices: list[Any] | None = None
+    one_minus: bool = False
+
+    @model_validator(mode="after")
+    def _range_or_choices(self) -> SearchParam:
+        if self.choices is not None:
+            if self.low is not None or self.high is not None or self.one_minus:
+                raise ValueError("give either choices or low/high (with scale, one_minus), not both")
+            if not self.choices:
+                raise ValueError("choices must not be empty")
+            return self
+        if self.low is None or self.high is None:
+            raise ValueError("needs low and high (or choices)")
+        if not self.low < self.high:
+            raise ValueError(f"low must be below high (got low={self.low}, high={self.high})")
+        if self.scale == "log" and self.low <= 0:
+            raise ValueError(f"scale log needs low > 0 (got {self.low})")
+        return self
 
 
 class SearchConfig(Section):
     trials: PositiveInt = 8
     repeats: PositiveInt = 5
     max_concurrent: PositiveInt = 1
+    sequence: Literal["halton", "sobol"] = "halton"  # scrambled, from scipy.stats.qmc
     space: dict[str, SearchParam] = {}
 
 
@@ -213,4 +237,16 @@ class PipelineConfig(Section):
                 "scaling.num_workers must be a multiple of batch_augmentation.copies "
                 f"in grouped mode (got {self.scaling.num_workers} and {m})"
             )
+        for key in self.search.space:
+            if not _is_leaf_key(self, key.split(".")):
+                raise ValueError(f"search.space.{key}: not a config key (use a dotted path such as optimizer.lr)")
         return self
+
+
+def _is_leaf_key(node: BaseModel, parts: list[str]) -> bool:
+    """True when the dotted path names a value (not a section) of the config tree."""
+    for part in parts:
+        if not isinstance(node, BaseModel) or part not in type(node).model_fields or part == "search":
+            return False
+        node = getattr(node, part)
+    return not isinstance(node, BaseModel)

@@ -11,6 +11,8 @@ import datetime as dt
 import sys
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,16 @@ from echoray.runtime.resources import format_shortfall, plan_resources, shortfal
 from echoray.runtime.session import start_ray
 from echoray.summary import build_summary, write_json_atomic
 from echoray.tracking import RunLogger, check_reachable, tracking_uri
+
+
+@dataclass
+class RunHooks:
+    """What a caller other than the CLI (a Tune trial) adds to a run."""
+
+    parent_run_id: str | None = None  # MLflow: nest this run under a search
+    run_name: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+    on_epoch: Callable[[dict], None] | None = None  # after each epoch's event is logged
 
 
 def say(msg: str) -> None:
@@ -70,7 +82,9 @@ def write_audit(collector, path: Path) -> int:
     return table.num_rows
 
 
-def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float) -> dict[str, Any]:
+def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
+          hooks: RunHooks | None = None) -> dict[str, Any]:
+    hooks = hooks or RunHooks()
     idx: SourceIndex = index_source(cfg.source)
     uri = tracking_uri(cfg)
     check_reachable(uri)
@@ -101,8 +115,9 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float) -> dic
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.yaml").write_text(to_yaml(cfg))
     run_id = logger.start(
-        run_name=run_dir.name, params=flatten(cfg),
-        tags={"echoray.pipeline": pipeline, "echoray.run_dir": str(run_dir.resolve())},
+        run_name=hooks.run_name or run_dir.name, params=flatten(cfg),
+        tags={"echoray.pipeline": pipeline, "echoray.run_dir": str(run_dir.resolve()), **hooks.tags},
+        parent_run_id=hooks.parent_run_id,
     )
     logger.log_file(run_dir / "config.yaml")
     if cfg.source.remote.latency_ms or cfg.source.remote.bandwidth_mb_s:
@@ -125,6 +140,8 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float) -> dic
             logger.log_metrics({k: ev.get(k) for k in (
                 "accuracy", "accuracy_tta", "loss", "lr", "fresh_examples", "trained_examples",
                 "duplicate_batch_fraction", "wait_fraction")}, step=ev["epoch"])
+            if hooks.on_epoch:
+                hooks.on_epoch(ev)
 
         factor_points = []
 

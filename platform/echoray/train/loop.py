@@ -155,6 +155,9 @@ def run_worker(config: dict) -> None:
             "wait_fraction": counters.wait_s / max(counters.wait_s + counters.step_s, 1e-9),
         }
         state["loss_sum"], state["loss_n"] = 0.0, 0
+        if not math.isfinite(record["loss"]):  # NaN weights: every later epoch would be wasted
+            raise FloatingPointError(f"training diverged: mean loss {record['loss']} in epoch {state['epoch']} "
+                                     f"(optimizer.lr={cfg.optimizer.lr}); lower optimizer.lr")
         stop = True
         if cfg.train.target is not None and acc >= cfg.train.target:
             state["to_target"], state["reason"] = record, "target reached"

@@ -1,0 +1,1 @@
+"""Quasi-random search on Ray Tune: searcher, trials, MLflow runs, studies and reports."""

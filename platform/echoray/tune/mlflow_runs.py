@@ -1,0 +1,53 @@
+"""MLflow bookkeeping for a search: its child runs, found by the parent's id and a trial key.
+
+Every trial logs to its own child run (params are set once per run, so concurrent
+trials never collide). A trial that Tune reruns after an interrupt first deletes
+the earlier, partial attempt, so a resumed search holds one run per trial.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _client(uri: str):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def child_runs(uri: str, parent_run_id: str, trial_key: str | None = None) -> list[Any]:
+    """Active (not deleted) child runs of a parent, optionally of one trial."""
+    client = _client(uri)
+    parent = client.get_run(parent_run_id)
+    query = f"tags.mlflow.parentRunId = '{parent_run_id}'"
+    if trial_key is not None:
+        query += f" and tags.`echoray.trial_key` = '{trial_key}'"
+    runs, token = [], None
+    while True:
+        page = client.search_runs([parent.info.experiment_id], filter_string=query,
+                                  max_results=1000, page_token=token)
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs
+
+
+def discard_partial_attempts(uri: str, parent_run_id: str, trial_key: str) -> int:
+    """Delete earlier attempts of this trial (a rerun after an interrupt starts over)."""
+    client = _client(uri)
+    old = child_runs(uri, parent_run_id, trial_key)
+    for run in old:
+        if run.info.status == "RUNNING":
+            client.set_terminated(run.info.run_id, status="KILLED")
+        client.delete_run(run.info.run_id)
+    return len(old)
+
+
+def end_unfinished_children(uri: str, parent_run_id: str, status: str = "KILLED") -> int:
+    """Trial actors stopped by Tune (interrupt, error) cannot end their runs; the driver does."""
+    client = _client(uri)
+    stale = [r for r in child_runs(uri, parent_run_id) if r.info.status == "RUNNING"]
+    for run in stale:
+        client.set_terminated(run.info.run_id, status=status)
+    return len(stale)

@@ -1,0 +1,31 @@
+"""One line per trial event on the driver (Tune's own table is turned off: verbose=0)."""
+
+from __future__ import annotations
+
+from ray.tune import Callback
+
+
+def _key(trial) -> str:
+    c = trial.config
+    return f"r{c['repeat']}-t{c['index']}"
+
+
+def _params(trial) -> str:
+    return ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in trial.config["params"].items())
+
+
+class TrialLines(Callback):
+    def on_trial_start(self, iteration, trials, trial, **info):
+        print(f"[echoray] trial {_key(trial)} started: {_params(trial)}", flush=True)
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        m = trial.last_result or {}
+        if m.get("target_reached"):
+            what = f"reached the target after {m['fresh_examples_to_target']} fresh examples"
+        else:
+            what = f"did not reach the target (best {m.get('best_accuracy', float('nan')):.4f})"
+        done = 1 + sum(t.status in ("TERMINATED", "ERROR") for t in trials if t is not trial)
+        print(f"[echoray] trial {_key(trial)} {what}  [{done}/{len(trials)} ended]", flush=True)
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        print(f"[echoray] trial {_key(trial)} FAILED (see its log: {trial.path})", flush=True)

@@ -1,0 +1,207 @@
+"""`echoray tune`: a repeated quasi-random search on Ray Tune under one MLflow parent run.
+
+The folder holds `search.json` (the resolved pipeline, the parent run id: what
+`--resume` needs), Tune's experiment state under `tune/`, and at the end
+`summary.json` and `trials.png`, which are also artifacts of the parent run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from echoray.config import PipelineConfig
+from echoray.config_load import ConfigError, flatten, validate
+from echoray.data.sources import index_source
+from echoray.run import resolve_gpu, say
+from echoray.runtime.resources import format_shortfall, plan_resources, shortfall
+from echoray.runtime.session import start_ray
+from echoray.summary import write_json_atomic
+from echoray.tracking import RunLogger, check_reachable, tracking_uri
+from echoray.tune.mlflow_runs import child_runs, end_unfinished_children
+from echoray.tune.outcome import ERROR, NOT_REACHED, REACHED, summarize
+from echoray.tune.space import SearchPoints
+from echoray.tune.trial import trial_key, trial_tree
+
+STATE_FILE = "search.json"
+# The trial actor only drives Train; Tune refuses an empty resource request, so it asks
+# for a little logical memory instead of a CPU share the trainers would then lack.
+TRIAL_DRIVER_RESOURCES = {"cpu": 0, "memory": 256 * 2**20}
+
+
+class SearchInterrupted(KeyboardInterrupt):
+    """Tune stopped before every trial ended (Ctrl-C); the folder can be resumed."""
+
+
+def search_dir(cfg: PipelineConfig, out: str | None) -> Path:
+    d = Path(out) if out else Path("runs") / f"{cfg.name}-search-{dt.datetime.now():%Y%m%d-%H%M%S-%f}"
+    if (d / "summary.json").exists():
+        raise ConfigError(f"--out {d}: already holds a finished search (summary.json); choose another folder")
+    if (d / STATE_FILE).exists():
+        raise ConfigError(f"--out {d}: holds an unfinished search; continue it with --resume {d}")
+    return d
+
+
+def load_state(d: Path) -> dict[str, Any]:
+    path = d / STATE_FILE
+    if (d / "summary.json").exists():
+        raise ConfigError(f"--resume {d}: this search already finished (summary.json); nothing to resume")
+    if not path.exists():
+        raise ConfigError(f"--resume {d}: no {STATE_FILE} there, so it is not a search folder")
+    return json.loads(path.read_text())
+
+
+def trial_concurrency(cfg: PipelineConfig, local: bool) -> int:
+    """search.max_concurrent, lowered to what the cluster can run at once."""
+    demand = plan_resources(cfg, resolve_gpu(cfg)).demand()
+    total = ray.cluster_resources()
+    missing = shortfall(demand, total)
+    if missing:
+        if local:
+            raise ConfigError(f"one trial needs more than this machine has ({format_shortfall(missing)}); "
+                              "lower scaling.* or preprocess.actors.*")
+        return 1  # a cluster may grow (autoscaler); run one at a time until it does
+    fit = min(math.floor(total.get(k, 0.0) / v + 1e-9) for k, v in demand.items() if v > 0)
+    return max(1, min(cfg.search.max_concurrent, fit))
+
+
+def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: float, *,
+               trials: int | None = None, repeats: int | None = None, resume: str | None = None,
+               parent_run_id: str | None = None, tags: dict[str, str] | None = None) -> dict[str, Any]:
+    if resume:
+        d = Path(resume)
+        state = load_state(d)
+        cfg = validate(state["config"], origin=f"{d / STATE_FILE}")
+        pipeline, trials, repeats = state["pipeline"], state["trials"], state["repeats"]
+    else:
+        d = search_dir(cfg, out)
+        state = None
+    try:
+        points = SearchPoints(cfg.search, cfg.seed, trials, repeats)
+    except ValueError as exc:
+        raise ConfigError(f"{pipeline}: {exc}") from None
+    index_source(cfg.source)  # a missing or empty dataset fails here, before anything starts
+    uri = state["tracking_uri"] if state else tracking_uri(cfg)
+    check_reachable(uri)
+    local = start_ray()
+    concurrency = trial_concurrency(cfg, local)
+    logger = RunLogger(uri, cfg.tracking.experiment)
+    base = cfg.model_dump(mode="json")
+
+    if state:
+        run_id = logger.run_id = state["parent_run_id"]
+        logger.client.update_run(run_id, status="RUNNING")
+        say(f"resuming search {d} (MLflow parent run {run_id})")
+    else:
+        d.mkdir(parents=True, exist_ok=True)
+        params = {**flatten(cfg), "search.trials": str(points.trials), "search.repeats": str(points.repeats),
+                  "search.effective_concurrency": str(concurrency)}
+        run_id = logger.start(run_name=d.name, params=params, parent_run_id=parent_run_id,
+                              tags={"echoray.kind": "search", "echoray.pipeline": pipeline,
+                                    "echoray.run_dir": str(d.resolve()), **(tags or {})})
+        write_json_atomic(d / STATE_FILE, {
+            "pipeline": pipeline, "config": base, "trials": points.trials, "repeats": points.repeats,
+            "parent_run_id": run_id, "tracking_uri": uri})
+    say(f"search {d}: {points.trials} trials x {points.repeats} repeats ({points.sequence}, "
+        f"{len(points.space)} dims), {concurrency} at a time  |  MLflow parent run {run_id}")
+
+    status = "FAILED"
+    try:
+        grid = _fit(d, points, base, pipeline, run_id, uri, concurrency, resume=bool(state))
+        records, unfinished = _records(grid, base, points)
+        for rec in records:  # a trial that failed never reported its run id; MLflow knows it
+            if rec["mlflow_run_id"] is None:
+                found = child_runs(uri, run_id, rec["trial_key"])
+                rec["mlflow_run_id"] = found[0].info.run_id if found else None
+        if unfinished:
+            raise SearchInterrupted(f"{unfinished} trial(s) unfinished; continue with: echoray tune --resume {d}")
+        summary = {
+            "pipeline": pipeline, "search_dir": str(d.resolve()), "mlflow_parent_run_id": run_id,
+            "mlflow_tracking_uri": uri, "objective": "fresh_examples_to_target",
+            "target": {"metric": cfg.train.metric, "value": cfg.train.target},
+            "trials_per_repeat": points.trials, "sequence": points.sequence,
+            "scramble_seeds": [points.scramble_seed(r) for r in range(points.repeats)],
+            "space": {k: v.model_dump(mode="json") for k, v in points.space.items()},
+            "concurrency": concurrency,
+            **summarize(records, points.repeats),
+            "trials": records, "wall_s": time.time() - t0,
+        }
+        write_json_atomic(d / "summary.json", summary)
+        logger.log_file(d / "summary.json")
+        from echoray.tune.plots import plot_trials
+
+        plot_trials(summary, d / "trials.png")
+        logger.log_file(d / "trials.png")
+        fe = summary["fresh_examples_to_target"]
+        if fe["n"]:
+            logger.log_metrics({"best_fresh_examples_to_target_mean": fe["mean"],
+                                "best_fresh_examples_to_target_min": fe["min"],
+                                "best_fresh_examples_to_target_max": fe["max"]}, step=0)
+        status = "FINISHED"
+        return summary
+    except KeyboardInterrupt:
+        status = "KILLED"
+        raise
+    finally:
+        end_unfinished_children(uri, run_id, "KILLED")
+        logger.end(status)
+
+
+def _fit(d: Path, points: SearchPoints, base: dict, pipeline: str, parent_run_id: str, uri: str,
+         concurrency: int, resume: bool):
+    from ray import tune
+
+    from echoray.tune.progress import TrialLines
+    from echoray.tune.searcher import QuasiRandomSearcher
+    from echoray.tune.trial import run_trial
+
+    trainable = tune.with_resources(
+        tune.with_parameters(run_trial, base=base, pipeline=pipeline, parent_run_id=parent_run_id,
+                             tracking_uri=uri, runs_dir=str((d / "trials").resolve())),
+        TRIAL_DRIVER_RESOURCES)
+    if resume:
+        tuner = tune.Tuner.restore(str((d / "tune").resolve()), trainable=trainable,
+                                   resume_unfinished=True, resume_errored=False, restart_errored=False)
+    else:
+        tuner = tune.Tuner(
+            trainable,
+            tune_config=tune.TuneConfig(search_alg=QuasiRandomSearcher(points), num_samples=len(points),
+                                        max_concurrent_trials=concurrency, reuse_actors=True),
+            run_config=tune.RunConfig(name="tune", storage_path=str(d.resolve()), verbose=0,
+                                      callbacks=[TrialLines()]),
+        )
+    return tuner.fit()
+
+
+def _records(grid, base: dict, points: SearchPoints) -> tuple[list[dict[str, Any]], int]:
+    records, unfinished = [], len(points) - len(grid)
+    for result in grid:
+        point, m = result.config or _trial_params(result.path), result.metrics or {}
+        rec = {"trial_key": trial_key(point["repeat"], point["index"]), "repeat": point["repeat"],
+               "index": point["index"], "params": point["params"],
+               "seed": trial_tree(base, point)["seed"],
+               "fresh_examples_to_target": m.get("fresh_examples_to_target"),
+               "steps_to_target": m.get("steps_to_target"), "best_accuracy": m.get("best_accuracy"),
+               "fresh_examples": m.get("fresh_examples"), "epochs": m.get("epoch"),
+               "mlflow_run_id": m.get("mlflow_run_id"), "error": None}
+        if result.error is not None:
+            rec["status"], rec["error"] = ERROR, f"{type(result.error).__name__}: {result.error}"[:500]
+        elif m.get("final"):
+            rec["status"] = REACHED if m.get("target_reached") else NOT_REACHED
+        else:
+            unfinished += 1
+            continue
+        records.append(rec)
+    return sorted(records, key=lambda r: (r["repeat"], r["index"])), unfinished
+
+
+def _trial_params(trial_path: str) -> dict[str, Any]:
+    """A restored trial that failed before its first report has no config in its Result;
+    Tune wrote it to params.json when the trial started."""
+    return json.loads((Path(trial_path) / "params.json").read_text())

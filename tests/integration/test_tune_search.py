@@ -1,0 +1,112 @@
+"""`echoray tune` on digits through the console script: 4 trials x 2 repeats, interrupted
+with Ctrl-C after the first trials end, then `--resume`. One search exercises the whole
+contract: MLflow holds one parent and exactly one child per trial (finished trials are
+not rerun, partial attempts are not duplicated), children carry their point's params,
+diverging trials fail without stopping the others, and summary.json matches the runs."""
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import yaml
+from mlflow.tracking import MlflowClient
+from test_cli_run import echoray_bin
+
+from echoray.config_load import load_config, read_yaml
+from echoray.tune.space import SearchPoints
+
+TRIALS, REPEATS = 4, 2
+DIVERGING_LR = 10000.0  # NaN loss in epoch 1: the trial fails, the search goes on
+
+
+def write_pipeline(tmp_path: Path) -> Path:
+    tree = read_yaml(Path(__file__).parents[2] / "pipelines" / "digits_search.yaml")
+    tree["train"].update(max_epochs=3, target=0.8)
+    tree["search"]["space"] = {
+        "optimizer.lr": {"choices": [0.03, 0.1, DIVERGING_LR]},
+        "optimizer.momentum": {"low": 0.05, "high": 0.3, "scale": "log", "one_minus": True},
+    }
+    path = tmp_path / "search.yaml"
+    path.write_text(yaml.safe_dump(tree))
+    return path
+
+
+def children(client: MlflowClient, parent_id: str):
+    exp = client.get_run(parent_id).info.experiment_id
+    return client.search_runs([exp], filter_string=f"tags.mlflow.parentRunId = '{parent_id}'")
+
+
+def test_search_interrupted_and_resumed_keeps_one_run_per_trial(tmp_path):
+    pipeline = write_pipeline(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    out = tmp_path / "search"
+    cmd = [echoray_bin(), "tune", str(pipeline), "--trials", str(TRIALS), "--repeats", str(REPEATS),
+           "--out", str(out), "--set", f"tracking.uri={uri}"]
+    first = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines, deadline = [], time.time() + 480
+    for line in first.stdout:  # interrupt once two trials have ended
+        lines.append(line)
+        if sum("[echoray] trial r" in ln and "ended]" in ln for ln in lines) >= 2:
+            first.send_signal(signal.SIGINT)
+            break
+        assert time.time() < deadline, "".join(lines[-40:])
+    rest, _ = first.communicate(timeout=240)
+    assert first.returncode == 130, "".join(lines[-20:]) + rest[-3000:]
+    assert f"echoray tune --resume {out}" in rest
+    assert not (out / "summary.json").exists()
+
+    client = MlflowClient(uri)
+    state = json.loads((out / "search.json").read_text())
+    parent_id = state["parent_run_id"]
+    assert client.get_run(parent_id).info.status == "KILLED"
+    before = {r.data.tags["echoray.trial_key"]: r for r in children(client, parent_id)}
+    assert all(r.info.status != "RUNNING" for r in before.values())
+    ended_before = {k: r.info.run_id for k, r in before.items() if r.info.status in ("FINISHED", "FAILED")}
+    assert len(ended_before) >= 2
+
+    second = subprocess.run([echoray_bin(), "tune", "--resume", str(out)], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stdout[-3000:] + second.stderr[-3000:]
+    # Tune reran only what had not ended; the ended trials kept their MLflow runs.
+    assert second.stdout.count(" started: ") == TRIALS * REPEATS - len(ended_before)
+
+    runs = {r.data.tags["echoray.trial_key"]: r for r in children(client, parent_id)}
+    assert len(children(client, parent_id)) == TRIALS * REPEATS  # one active run per trial
+    assert all(runs[k].info.run_id == rid for k, rid in ended_before.items())
+    assert client.get_run(parent_id).info.status == "FINISHED"
+
+    cfg = load_config(pipeline)
+    points = SearchPoints(cfg.search, cfg.seed, TRIALS, REPEATS)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["mlflow_parent_run_id"] == parent_id
+    by_key = {t["trial_key"]: t for t in summary["trials"]}
+    for k in range(TRIALS * REPEATS):
+        point = points.point(k)
+        key = f"r{point['repeat']}-t{point['index']}"
+        run, rec = runs[key], by_key[key]
+        assert run.data.params["optimizer.lr"] == str(point["params"]["optimizer.lr"])
+        assert run.data.params["optimizer.momentum"] == str(point["params"]["optimizer.momentum"])
+        assert rec["params"] == point["params"]
+        if point["params"]["optimizer.lr"] == DIVERGING_LR:
+            assert run.info.status == "FAILED" and rec["status"] == "error" and "diverged" in rec["error"]
+            assert rec["mlflow_run_id"] == run.info.run_id
+        else:
+            assert run.info.status == "FINISHED" and rec["status"] in ("reached", "not_reached")
+            reached = "fresh_examples_to_target" in run.data.metrics
+            assert reached == (rec["status"] == "reached")
+            if reached:
+                assert run.data.metrics["fresh_examples_to_target"] == rec["fresh_examples_to_target"]
+    assert any(p["params"]["optimizer.lr"] == DIVERGING_LR for p in map(points.point, range(len(points))))
+
+    for rep in summary["repeats"]:  # best per repeat = fewest fresh examples among runs that reached
+        hits = {k: r.data.metrics["fresh_examples_to_target"] for k, r in runs.items()
+                if k.startswith(f"r{rep['repeat']}-") and "fresh_examples_to_target" in r.data.metrics}
+        if hits:
+            assert rep["best"]["fresh_examples_to_target"] == min(hits.values())
+            assert rep["best"]["mlflow_run_id"] == runs[rep["best"]["trial_key"]].info.run_id
+        else:
+            assert rep["best"] is None
+    artifacts = {a.path for a in client.list_artifacts(parent_id)}
+    assert {"summary.json", "trials.png"} <= artifacts
