@@ -94,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
             import traceback
 
             traceback.print_exc()
+        from echoray.failures import describe_failure
+
         print(f"echoray: run failed: {describe_failure(exc)}", file=sys.stderr)
         return EXIT_FAILED
     finally:
@@ -124,16 +126,6 @@ def _dispatch(args: argparse.Namespace, cfg, t0: float) -> int:
 
         write_report(Path(args.study_dir))
     return EXIT_OK
-
-
-def describe_failure(exc: BaseException) -> str:
-    """One readable line: for Ray Train's worker-group error, the first worker's own error."""
-    failures = getattr(exc, "worker_failures", None)
-    if failures:
-        rank = min(failures)
-        lines = [ln for ln in str(failures[rank]).splitlines() if ln.strip()]
-        return f"worker {rank}: {lines[-1].strip() if lines else type(failures[rank]).__name__}"
-    return f"{type(exc).__name__}: {exc}"
 
 
 def _shutdown_ray() -> None:

@@ -175,7 +175,7 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
             if summary[k] is not None}, step=final["epochs"])
         status = "FINISHED"
         return summary
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or Tune stopping a trial (sys.exit)
         status = "KILLED"
         raise
     finally:

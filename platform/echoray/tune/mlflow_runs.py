@@ -33,6 +33,21 @@ def child_runs(uri: str, parent_run_id: str, trial_key: str | None = None) -> li
             return runs
 
 
+def finished_attempt(uri: str, parent_run_id: str, trial_key: str) -> dict[str, Any] | None:
+    """The summary of an earlier attempt that finished (the trial ended while Tune was
+    being interrupted, before Tune recorded it), so a resumed search does not retrain it."""
+    import json
+
+    from mlflow.artifacts import download_artifacts
+
+    done = [r for r in child_runs(uri, parent_run_id, trial_key) if r.info.status == "FINISHED"]
+    if not done:
+        return None
+    path = download_artifacts(run_id=done[0].info.run_id, artifact_path="summary.json", tracking_uri=uri)
+    with open(path) as f:
+        return json.load(f)
+
+
 def discard_partial_attempts(uri: str, parent_run_id: str, trial_key: str) -> int:
     """Delete earlier attempts of this trial (a rerun after an interrupt starts over)."""
     client = _client(uri)

@@ -19,6 +19,7 @@ import ray
 from echoray.config import PipelineConfig
 from echoray.config_load import ConfigError, flatten, validate
 from echoray.data.sources import index_source
+from echoray.failures import describe_failure
 from echoray.run import resolve_gpu, say
 from echoray.runtime.resources import format_shortfall, plan_resources, shortfall
 from echoray.runtime.session import start_ray
@@ -191,7 +192,7 @@ def _records(grid, base: dict, points: SearchPoints) -> tuple[list[dict[str, Any
                "fresh_examples": m.get("fresh_examples"), "epochs": m.get("epoch"),
                "mlflow_run_id": m.get("mlflow_run_id"), "error": None}
         if result.error is not None:
-            rec["status"], rec["error"] = ERROR, f"{type(result.error).__name__}: {result.error}"[:500]
+            rec["status"], rec["error"] = ERROR, describe_failure(result.error)[:500]
         elif m.get("final"):
             rec["status"] = REACHED if m.get("target_reached") else NOT_REACHED
         else:

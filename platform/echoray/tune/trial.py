@@ -46,13 +46,17 @@ def run_trial(point: dict[str, Any], *, base: dict[str, Any], pipeline: str, par
 
     from echoray.config_load import validate
     from echoray.run import RunHooks, train
-    from echoray.tune.mlflow_runs import discard_partial_attempts
+    from echoray.tune.mlflow_runs import discard_partial_attempts, finished_attempt
 
     t0 = time.time()
     key = trial_key(point["repeat"], point["index"])
     tree = trial_tree(base, point)
     tree.setdefault("tracking", {})["uri"] = tracking_uri
     cfg = validate(tree, origin=f"trial {key}")
+    earlier = finished_attempt(tracking_uri, parent_run_id, key)
+    if earlier is not None:
+        tune.report(final_report(earlier))
+        return
     discard_partial_attempts(tracking_uri, parent_run_id, key)
 
     def report_epoch(ev: dict) -> None:
@@ -67,11 +71,15 @@ def run_trial(point: dict[str, Any], *, base: dict[str, Any], pipeline: str, par
         tags={"echoray.trial_key": key, "echoray.repeat": str(point["repeat"]),
               "echoray.trial_index": str(point["index"])},
     )
-    s = train(cfg, pipeline, str(out), t0, hooks)
-    tune.report({
+    tune.report(final_report(train(cfg, pipeline, str(out), t0, hooks)))
+
+
+def final_report(s: dict[str, Any]) -> dict[str, Any]:
+    """A trial's last Tune result, from its run's summary.json."""
+    return {
         "epoch": s["epochs"], "accuracy": s["metric"]["value"], "best_accuracy": s["best_metric"],
         "fresh_examples": s["fresh_examples"], "trained_examples": s["trained_examples"],
         "target_reached": s["target_reached"], "fresh_examples_to_target": s["fresh_examples_to_target"],
         "steps_to_target": s["steps_to_target"], "wall_s": s["wall_s"],
         "mlflow_run_id": s["mlflow_run_id"], "final": True,
-    })
+    }
