@@ -76,6 +76,8 @@ def open_run(run_dir: str) -> tuple[PipelineConfig, Resume]:
     except (ValueError, KeyError) as exc:
         raise ConfigError(f"{key}: {d / RUN_STATE} is unreadable ({exc})") from None
     cfg = load_config(d / "config.yaml")
+    if not cfg.train.checkpoint_every:  # its epochs were logged as they came: a restart would repeat them
+        raise ConfigError(f"{key}: the run kept no checkpoints (train.checkpoint_every: 0); it cannot be resumed")
     cfg.tracking.uri = uri  # the same store, whatever the current folder or environment
     return cfg, Resume(run_dir=d, mlflow_run_id=run_id, tracking_uri=uri, pipeline=state["pipeline"],
                        started_at=float(state["started_at"]), resumes=list(state.get("resumes", [])))

@@ -23,7 +23,7 @@ from echoray.config_load import ConfigError, flatten, to_yaml
 from echoray.data.sources import SourceIndex, index_source
 from echoray.resume import Resume, backfill, find_checkpoint, write_run_state
 from echoray.runtime.collector import RunCollector
-from echoray.runtime.monitor import watch_fit
+from echoray.runtime.monitor import stop_training, watch_fit
 from echoray.runtime.resources import format_shortfall, plan_resources, shortfall
 from echoray.runtime.session import start_ray
 from echoray.summary import build_summary, fault_summary, write_json_atomic
@@ -123,6 +123,7 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
     say(f"run {run_dir}  |  MLflow run {run_id}  |  {len(idx.train_ids)} train / {len(idx.eval_ids)} "
         f"held-out examples  |  {cfg.scaling.num_workers} worker(s) on {'GPU' if use_gpu else 'CPU'}")
     status = "FAILED"
+    collector = None
     try:
         collector = RunCollector.remote(
             cfg.echo.factor, cfg.echo.max_factor, checkpointed=cfg.train.checkpoint_every > 0,
@@ -193,6 +194,8 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
         say(f"interrupted; continue with: echoray train --resume {run_dir}")
         raise
     finally:
+        if collector is not None and status != "FINISHED":
+            stop_training(collector, f"the driver stopped: {status}")
         logger.end(status)
 
 

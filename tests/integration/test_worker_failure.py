@@ -46,7 +46,7 @@ def wait_for(predicate, timeout_s, what):
 
 
 def logged_epochs(client, run_id):
-    return [m.step for m in client.get_metric_history(run_id, "accuracy")]
+    return sorted(m.step for m in client.get_metric_history(run_id, "accuracy"))
 
 
 def train_worker_pid():

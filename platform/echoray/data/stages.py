@@ -118,7 +118,7 @@ class Preprocess:
             if self.collector is not None:
                 import ray
 
-                ray.get(self.collector.fatal.remote(str(exc)))
+                ray.get(self.collector.fatal.remote(str(exc), "data"))
             raise
         if len(rows["sample_id"]):  # a block emptied by a replay or bad files is left out:
             yield rows  # Arrow cannot type an empty image column (it would pickle it)

@@ -51,7 +51,9 @@ class RunCollector:
         self._window_at = time.time()
         self.recoveries: list[dict[str, Any]] = []
         self.failures: list[dict[str, Any]] = []
-        self.fatal_error: str | None = None
+        self.fatal_error: dict[str, str] | None = None  # {"kind": "data" | "diverged", "message"}
+        self.aborted: str | None = None  # the driver gave up: workers stop (see heartbeat)
+        self.controller = None  # Ray Train's controller actor, so the driver can stop it
         self.n_train, self.max_bad_fraction = n_train, max_bad_fraction
         self.bad: dict[int, tuple[str, str]] = {}  # sample id -> (file, reason)
         self.seeded = bool(resume)
@@ -80,19 +82,31 @@ class RunCollector:
         message = (f"{len(self.bad)} undecodable training image(s), more than source.max_bad_fraction="
                    f"{self.max_bad_fraction:g} of {self.n_train} allows ({limit}): " + "; ".join(shown))
         if over:
-            self.fatal(message)
+            self.fatal(message, "data")
         return {"count": len(self.bad), "over": over, "message": message}
 
     def bad_ids(self) -> np.ndarray:
         return np.asarray(sorted(self.bad), dtype=np.int64)
 
-    def fatal(self, message: str) -> None:
+    def fatal(self, message: str, kind: str = "data") -> None:
         """An error no retry can fix; the first one is what the driver reports."""
         if self.fatal_error is None:
-            self.fatal_error = message
+            self.fatal_error = {"kind": kind, "message": message}
+            self.abort(message)
+
+    def abort(self, reason: str) -> None:
+        """The run is over (a fatal error, or the driver failed or was interrupted):
+        workers stop at their next heartbeat, and a worker group Ray Train restarts
+        returns at once, so no training goes on behind a driver that stopped waiting."""
+        if self.aborted is None:
+            self.aborted = reason
+
+    def is_aborted(self) -> bool:
+        return self.aborted is not None
 
     # --- from train workers ---
-    def heartbeat(self, rank: int, step: int, trained: int, step_s: float) -> None:
+    def heartbeat(self, rank: int, step: int, trained: int, step_s: float) -> bool:
+        """Progress from a worker; answers whether the run was aborted."""
         now = time.time()
         if self.first_step_at is None and step > 0:
             self.first_step_at = now
@@ -103,6 +117,7 @@ class RunCollector:
         self.throughput.set_worker(rank, trained, step_s)
         if self.auto and now - self._window_at >= AUTO_UPDATE_S:
             self._update_factor(now)
+        return self.aborted is not None
 
     def _update_factor(self, now: float) -> None:
         recent = self.throughput.since(self._window)
@@ -154,6 +169,12 @@ class RunCollector:
 
     def latest_checkpoint(self) -> dict[str, Any] | None:
         return self.commit
+
+    def register_controller(self, handle) -> None:
+        self.controller = handle
+
+    def get_controller(self):
+        return self.controller
 
     # --- for the driver ---
     def poll(self, since: int, factor_since: int = 0, final_since: int = 0) -> dict[str, Any]:

@@ -20,6 +20,10 @@ class DataError(RuntimeError):
     """Bad input data found while training (a retry would meet it again); names the files."""
 
 
+class FatalTrainingError(RuntimeError):
+    """An error in training that a retry would meet again (a diverged loss)."""
+
+
 def stall_message(plan: ResourcePlan, waited_s: float) -> str:
     total = ray.cluster_resources()
     avail = ray.available_resources()
@@ -33,6 +37,19 @@ def stall_message(plan: ResourcePlan, waited_s: float) -> str:
     lines.append(f"Cluster total {shown}; available now {free}.")
     lines.append("Lower scaling.num_workers / preprocess.actors, or add nodes with those resources.")
     return " ".join(lines)
+
+
+def stop_training(collector, reason: str) -> None:
+    """The driver stops waiting (error, interrupt): abort Ray Train's controller, which
+    stops its workers and data pipeline, so nothing trains on behind it (a driver that
+    exits takes them along anyway; one that lives on, as in tests or Tune, would not)."""
+    collector.abort.remote(reason)  # and a worker group started meanwhile returns at once
+    try:
+        controller = ray.get(collector.get_controller.remote(), timeout=10)
+        if controller is not None:
+            controller.abort.remote()
+    except Exception:  # noqa: BLE001 - best effort while failing
+        pass
 
 
 def watch_fit(
@@ -83,7 +100,8 @@ def watch_fit(
         seen_restarts = len(state["recoveries"])
         final_since += len(state["final_events"])
         if state["fatal"]:
-            raise DataError(state["fatal"])
+            fatal = state["fatal"]
+            raise (DataError if fatal["kind"] == "data" else FatalTrainingError)(fatal["message"])
         if not thread.is_alive():
             break
         quiet = time.time() - max(state["last_progress"], started)

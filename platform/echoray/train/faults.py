@@ -26,12 +26,16 @@ from echoray.train.evaluate import all_reduce_ints
 DETERMINISTIC = (SourceError, FloatingPointError)
 
 
+class RunAborted(RuntimeError):
+    """The driver stopped the run (see RunCollector.abort)."""
+
+
 def report_fatal(collector, exc: BaseException) -> None:
     """Tell the driver about a deterministic error (in the exception or its causes)."""
     seen = exc
     while seen is not None:
         if isinstance(seen, DETERMINISTIC):
-            ray.get(collector.fatal.remote(str(seen)))
+            ray.get(collector.fatal.remote(str(seen), "data" if isinstance(seen, SourceError) else "diverged"))
             return
         seen = seen.__cause__ or seen.__context__
 

@@ -31,7 +31,7 @@ from echoray.train.accounting import AuditBuffer, Counters
 from echoray.train.batch_augment import backward_views, make_views, view_keys
 from echoray.train.batching import pack_unique
 from echoray.train.evaluate import EvalSet, Normalizer, all_reduce_ints
-from echoray.train.faults import Checkpointer, restore_loop
+from echoray.train.faults import Checkpointer, RunAborted, restore_loop
 from echoray.train.ghost_bn import use_ghost_batch_norm
 from echoray.train.groups import broadcast_batches, make_groups
 from echoray.train.models import build_model
@@ -98,6 +98,8 @@ def run_worker(config: dict) -> None:
     _quiet_report_log()
     cfg = PipelineConfig.model_validate(config["cfg"])
     idx, collector = config["index"], config["collector"]
+    if ray.get(collector.is_aborted.remote()):
+        return  # a worker group restarted after the driver gave up: end the fit at once
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     t_start = time.time()
@@ -260,7 +262,8 @@ def run_worker(config: dict) -> None:
                 )
             now = time.perf_counter()
             if counters.steps == 1 or now - last_beat >= HEARTBEAT_S:
-                collector.heartbeat.remote(rank, counters.steps, counters.trained, counters.step_s)
+                if ray.get(collector.heartbeat.remote(rank, counters.steps, counters.trained, counters.step_s)):
+                    raise RunAborted("the driver stopped this run")
                 last_beat = now
             if epoch_due():
                 if evaluate_and_decide():
