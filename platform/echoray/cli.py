@@ -1,5 +1,6 @@
 """`echoray train | tune | study | report`: exit 0 when the run completed, 2 for bad input,
-1 for failures, 130 when interrupted (a search or study can then be resumed)."""
+1 for failures, 130 when interrupted by Ctrl-C and 143 by SIGTERM (a run, search or study
+can then be resumed)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import os
 import sys
 import time
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 class _Parser(argparse.ArgumentParser):
@@ -26,6 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
                    help="override one config key (repeatable), e.g. --set echo.factor=2")
     t.add_argument("--out", help="run folder (default runs/<name>-<timestamp>)")
+    t.add_argument("--resume", metavar="RUN_DIR",
+                   help="continue an interrupted run from its latest checkpoint (same MLflow run)")
 
     for name, what in (("tune", "repeated quasi-random search over the pipeline's search.space"),
                        ("study", "the same search for each variant (baseline, echo stages, BA), then the report")):
@@ -62,33 +65,45 @@ def main(argv: list[str] | None = None) -> int:
     from echoray.config_load import ConfigError, load_config
     from echoray.data.sources import SourceError
 
-    cfg = None
+    cfg = resume = None
     try:
         if args.command in ("tune", "study"):
             if bool(args.pipeline) == bool(args.resume):
                 raise ConfigError(f"echoray {args.command}: give a PIPELINE or --resume DIR (exactly one)")
             if args.resume and (args.overrides or args.trials or args.repeats or args.out):
                 raise ConfigError("--resume continues a run as it was started: drop --set/--trials/--repeats/--out")
-        if args.command != "report" and not getattr(args, "resume", None):
+        if args.command == "train" and args.resume:
+            if args.pipeline or args.overrides or args.out:
+                raise ConfigError("--resume continues a run as it was started: drop PIPELINE/--set/--out")
+            from echoray.resume import open_run
+
+            cfg, resume = open_run(args.resume)
+        elif args.command != "report" and not args.resume:
             cfg = load_config(args.pipeline, args.overrides)
     except ConfigError as exc:
         print(f"echoray: {exc}", file=sys.stderr)
         return EXIT_USAGE
     os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
-    from echoray.runtime.monitor import StallError
+    from echoray.runtime.monitor import DataError, StallError
+    from echoray.runtime.signals import Terminated, sigterm_interrupts
     from echoray.tracking import TrackingError
 
+    ray_was_up = _ray_is_up()  # a caller's Ray (tests, notebooks) is left running
     try:
-        return _dispatch(args, cfg, t0)
+        with sigterm_interrupts():
+            return _dispatch(args, cfg, resume, t0)
     except (ConfigError, SourceError) as exc:
         print(f"echoray: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except (TrackingError, StallError) as exc:
         print(f"echoray: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    except DataError as exc:
+        print(f"echoray: bad input data: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     except KeyboardInterrupt as exc:
         print(f"echoray: interrupted{': ' + str(exc) if str(exc) else ''}", file=sys.stderr)
-        return 130
+        return exc.exit_code if isinstance(exc, Terminated) else EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence
         if os.environ.get("ECHORAY_DEBUG"):
             import traceback
@@ -99,15 +114,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"echoray: run failed: {describe_failure(exc)}", file=sys.stderr)
         return EXIT_FAILED
     finally:
-        _shutdown_ray()
+        if not ray_was_up:
+            _shutdown_ray()
 
 
-def _dispatch(args: argparse.Namespace, cfg, t0: float) -> int:
+def _dispatch(args: argparse.Namespace, cfg, resume, t0: float) -> int:
     pipeline = args.pipeline if args.command != "report" else None
     if args.command == "train":
         from echoray.run import print_summary, train
 
-        print_summary(train(cfg, pipeline or "embedded:digits", args.out, t0))
+        summary = train(cfg, pipeline or "embedded:digits", args.out, t0, resume=resume)
+        print_summary(summary)
     elif args.command == "tune":
         from echoray.tune.search_run import run_search
         from echoray.tune.summary_text import print_search
@@ -126,6 +143,11 @@ def _dispatch(args: argparse.Namespace, cfg, t0: float) -> int:
 
         write_report(Path(args.study_dir))
     return EXIT_OK
+
+
+def _ray_is_up() -> bool:
+    ray = sys.modules.get("ray")
+    return bool(ray is not None and ray.is_initialized())
 
 
 def _shutdown_ray() -> None:

@@ -151,6 +151,10 @@ class TrainConfig(Section):
     metric: Literal["accuracy"] = "accuracy"
     target: Fraction | None = 0.97  # null: no target, train until the budget is spent
     stall_timeout_s: Annotated[float, Field(gt=0)] = 180.0
+    # A Ray Train checkpoint every N epochs (0: none): what worker retries and
+    # `echoray train --resume` continue from. The last `checkpoints_to_keep` are kept.
+    checkpoint_every: Annotated[int, Field(ge=0)] = 1
+    checkpoints_to_keep: PositiveInt = 2
 
 
 class ScalingConfig(Section):
@@ -158,6 +162,8 @@ class ScalingConfig(Section):
     use_gpu: bool | Literal["auto"] = "auto"
     cpus_per_worker: Annotated[float, Field(gt=0)] = 1.0
     resources_per_worker: dict[str, float] = {}
+    # Restarts of the worker group from the last checkpoint after a worker dies (-1: no limit).
+    max_failures: Annotated[int, Field(ge=-1)] = 0
 
 
 class TrackingConfig(Section):
@@ -236,6 +242,11 @@ class PipelineConfig(Section):
             raise ValueError(
                 "scaling.num_workers must be a multiple of batch_augmentation.copies "
                 f"in grouped mode (got {self.scaling.num_workers} and {m})"
+            )
+        if self.scaling.max_failures and not self.train.checkpoint_every:
+            raise ValueError(
+                "scaling.max_failures restarts workers from the last checkpoint: "
+                "set train.checkpoint_every >= 1 (or scaling.max_failures: 0)"
             )
         for key in self.search.space:
             if not _is_leaf_key(self, key.split(".")):

@@ -23,11 +23,12 @@ import ray
 from echoray.config import PipelineConfig
 from echoray.config_load import ConfigError, flatten, to_yaml
 from echoray.data.sources import SourceIndex, index_source
+from echoray.resume import Resume, backfill, find_checkpoint, write_run_state
 from echoray.runtime.collector import RunCollector
-from echoray.runtime.monitor import watch_fit
+from echoray.runtime.monitor import stop_training, watch_fit
 from echoray.runtime.resources import format_shortfall, plan_resources, shortfall
 from echoray.runtime.session import start_ray
-from echoray.summary import build_summary, write_json_atomic
+from echoray.summary import build_summary, fault_summary, write_json_atomic
 from echoray.tracking import RunLogger, check_reachable, tracking_uri
 
 
@@ -71,8 +72,8 @@ def epoch_line(ev: dict[str, Any]) -> str:
     )
 
 
-def write_audit(collector, path: Path) -> int:
-    parts = ray.get(collector.take_audit.remote())
+def write_audit(collector, path: Path, earlier: list | None = None) -> int:
+    parts = (earlier or []) + ray.get(collector.take_audit.remote())
     if not parts:
         return 0
     table = pa.concat_tables([pa.table(p) for p in parts])
@@ -83,12 +84,12 @@ def write_audit(collector, path: Path) -> int:
 
 
 def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
-          hooks: RunHooks | None = None) -> dict[str, Any]:
+          resume: Resume | None = None, hooks: RunHooks | None = None) -> dict[str, Any]:
     hooks = hooks or RunHooks()
     idx: SourceIndex = index_source(cfg.source)
     uri = tracking_uri(cfg)
     check_reachable(uri)
-    run_dir = new_run_dir(cfg, out)
+    run_dir = resume.run_dir if resume else new_run_dir(cfg, out)
 
     # Overlap the slow parts of start-up with Ray's own start: MLflow's first open of
     # a sqlite store migrates its schema, and torch + Ray Train take seconds to import.
@@ -111,15 +112,24 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
         raise box["error"]
     logger: RunLogger = box["logger"]
     build_trainer = box["build_trainer"]
+    from echoray.train.trainer import TRAIN_RUN_NAME, storage_path
 
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.yaml").write_text(to_yaml(cfg))
-    run_id = logger.start(
-        run_name=hooks.run_name or run_dir.name, params=flatten(cfg),
-        tags={"echoray.pipeline": pipeline, "echoray.run_dir": str(run_dir.resolve()), **hooks.tags},
-        parent_run_id=hooks.parent_run_id,
-    )
-    logger.log_file(run_dir / "config.yaml")
+    if resume:  # the same MLflow run and Ray Train storage, from the latest checkpoint
+        find_checkpoint(resume, storage_path(run_dir), TRAIN_RUN_NAME)
+        pipeline, t0, run_id = resume.pipeline, resume.started_at, logger.reopen(resume.mlflow_run_id)
+        say(f"resuming {run_dir} from " + (f"the checkpoint of epoch {resume.epoch}" if resume.checkpoint
+                                           else "the start (it had no checkpoint yet)"))
+    else:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.yaml").write_text(to_yaml(cfg))
+        run_id = logger.start(
+            run_name=hooks.run_name or run_dir.name, params=flatten(cfg),
+            tags={"echoray.pipeline": pipeline, "echoray.run_dir": str(run_dir.resolve()), **hooks.tags},
+            parent_run_id=hooks.parent_run_id,
+        )
+        logger.log_file(run_dir / "config.yaml")
+    write_run_state(run_dir, mlflow_run_id=run_id, tracking_uri=uri, pipeline=pipeline, started_at=t0,
+                    storage_path=storage_path(run_dir), resumes=resume.resumes if resume else None)
     if cfg.source.remote.latency_ms or cfg.source.remote.bandwidth_mb_s:
         r = cfg.source.remote
         say(f"source: EMULATED remote store ({r.latency_ms:g} ms per request, "
@@ -127,21 +137,35 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
     say(f"run {run_dir}  |  MLflow run {run_id}  |  {len(idx.train_ids)} train / {len(idx.eval_ids)} "
         f"held-out examples  |  {cfg.scaling.num_workers} worker(s) on {'GPU' if use_gpu else 'CPU'}")
     status = "FAILED"
+    collector = None
     try:
-        collector = RunCollector.remote(cfg.echo.factor, cfg.echo.max_factor)
+        collector = RunCollector.remote(
+            cfg.echo.factor, cfg.echo.max_factor, checkpointed=cfg.train.checkpoint_every > 0,
+            n_train=len(idx.train_ids), max_bad_fraction=cfg.source.max_bad_fraction,
+            resume=resume.collector_seed() if resume else None)
         trainer = build_trainer(cfg, idx, plan, use_gpu, collector, run_dir)
 
         history: list[dict] = []
 
-        def on_event(ev: dict) -> None:
-            say(epoch_line(ev))
-            history.append({k: ev.get(k) for k in ("epoch", "step", "loss", "accuracy", "accuracy_tta",
-                                                   "fresh_examples", "trained_examples", "train_s")})
+        def history_row(ev: dict) -> dict:
+            return {k: ev.get(k) for k in ("epoch", "step", "loss", "accuracy", "accuracy_tta",
+                                           "fresh_examples", "trained_examples", "train_s")}
+
+        def log_epoch(ev: dict) -> None:
             logger.log_metrics({k: ev.get(k) for k in (
                 "accuracy", "accuracy_tta", "loss", "lr", "fresh_examples", "trained_examples",
                 "duplicate_batch_fraction", "wait_fraction")}, step=ev["epoch"])
+
+        def on_event(ev: dict) -> None:
+            say(epoch_line(ev))
+            history.append(history_row(ev))
+            log_epoch(ev)
             if hooks.on_epoch:
                 hooks.on_epoch(ev)
+
+        if resume:  # epochs before the checkpoint; log those the dead driver had not logged
+            history.extend(history_row(ev) for ev in resume.history)
+            backfill(resume, logger.logged_steps("accuracy"), log_epoch)
 
         factor_points = []
 
@@ -150,12 +174,17 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
             logger.log_metrics({"echo_factor": point["factor"], "echo_measured_R": point["measured_R"]},
                                step=len(factor_points))
 
-        collected = watch_fit(trainer.fit, collector, plan, cfg.train.stall_timeout_s, on_event, on_factor)
+        def on_restart(r: dict) -> None:
+            if r["kind"] == "restart":
+                say(f"a worker failed: worker group restarted from the checkpoint of epoch {r['from_epoch']}")
+
+        collected = watch_fit(trainer.fit, collector, plan, cfg.train.stall_timeout_s, on_event, on_factor,
+                              on_restart=on_restart, final_since=resume.epoch if resume else 0)
         final = collected["final"]
         if final is None:
             raise RuntimeError("training ended without a final report from rank 0")
         if cfg.audit.enabled:
-            rows = write_audit(collector, run_dir / "audit.parquet")
+            rows = write_audit(collector, run_dir / "audit.parquet", resume.audit if resume else None)
             say(f"audit: {rows} rows -> {run_dir / 'audit.parquet'}")
             logger.log_file(run_dir / "audit.parquet")
         summary = build_summary(
@@ -163,6 +192,7 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
             final=final, collected=collected, t0=t0, t_end=time.time(),
         )
         summary["history"] = history
+        summary["faults"] = fault_summary(collected, resume.resumes if resume else [])
         summary["metric_tta"] = history[-1]["accuracy_tta"] if history else None
         summary["echo"]["factor_history"] = [
             {"t": round(p["time"] - t0, 2), "factor": p["factor"], "measured_R": p["measured_R"]}
@@ -177,8 +207,11 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
         return summary
     except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or Tune stopping a trial (sys.exit)
         status = "KILLED"
+        say(f"interrupted; continue with: echoray train --resume {run_dir}")
         raise
     finally:
+        if collector is not None and status != "FINISHED":
+            stop_training(collector, f"the driver stopped: {status}")
         logger.end(status)
 
 

@@ -69,6 +69,23 @@ def build_summary(
     }
 
 
+def fault_summary(collected: dict[str, Any], resumes: list[dict[str, Any]]) -> dict[str, Any]:
+    """Worker-group restarts and driver resumes (each with when training went on again),
+    worker failures Ray Train saw, training files skipped as undecodable."""
+    starts = [{k: r[k] for k in ("from_epoch", "restored_at", "first_step_at")}
+              for r in collected.get("recoveries", []) if r["kind"] == "restart"]
+    resumed = [r for r in collected.get("recoveries", []) if r["kind"] == "resume"]
+    if resumes and resumed:  # this driver's resume: when its workers trained again
+        resumes[-1]["first_step_at"] = resumed[0]["first_step_at"]
+    return {
+        "worker_group_restarts": starts,
+        "worker_failures": collected.get("failures", []),
+        "driver_resumes": resumes,
+        "skipped_bad_examples": collected.get("bad_examples", 0),
+        "skipped_bad_files": collected.get("bad_files", []),
+    }
+
+
 def write_json_atomic(path: Path, obj: Any) -> None:
     """Write to a temp file and rename, so a reader never sees half a file."""
     tmp = path.with_suffix(path.suffix + ".tmp")

@@ -24,7 +24,13 @@ def tracking_uri(cfg: PipelineConfig) -> str:
 
 
 def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
-    """Fail before training starts when an HTTP tracking server does not answer."""
+    """Fail before training starts when an HTTP tracking server does not answer or a
+    sqlite store's folder does not exist."""
+    if uri.startswith("sqlite:///"):
+        folder = Path(uri.removeprefix("sqlite:///")).parent
+        if not folder.is_dir():
+            raise TrackingError(f"MLflow tracking store {uri}: folder {folder} does not exist")
+        return
     if not uri.startswith(("http://", "https://")):
         return
     try:
@@ -42,10 +48,26 @@ class RunLogger:
         from mlflow.tracking import MlflowClient
 
         self.uri = uri
-        self.client = MlflowClient(tracking_uri=uri)
-        exp = self.client.get_experiment_by_name(experiment)
-        self.experiment_id = exp.experiment_id if exp else self.client.create_experiment(experiment)
+        try:
+            self.client = MlflowClient(tracking_uri=uri)
+            exp = self.client.get_experiment_by_name(experiment)
+            self.experiment_id = exp.experiment_id if exp else self.client.create_experiment(experiment)
+        except Exception as exc:  # noqa: BLE001 - any store failure: name the store
+            raise TrackingError(f"MLflow tracking store {uri} cannot be used: {exc}") from None
         self.run_id: str | None = None
+
+    def reopen(self, run_id: str) -> str:
+        """Continue logging to an existing run (a resumed one): RUNNING again."""
+        try:
+            self.client.get_run(run_id)
+        except Exception as exc:  # noqa: BLE001
+            raise TrackingError(f"MLflow run {run_id} is not in the tracking store {self.uri}: {exc}") from None
+        self.client.update_run(run_id, status="RUNNING")
+        self.run_id = run_id
+        return run_id
+
+    def logged_steps(self, key: str) -> set[int]:
+        return {m.step for m in self.client.get_metric_history(self.run_id, key)}
 
     def start(self, run_name: str, params: dict[str, str], tags: dict[str, str],
               parent_run_id: str | None = None) -> str:

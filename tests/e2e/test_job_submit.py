@@ -78,6 +78,11 @@ def test_stalled_pipeline_fails_naming_the_missing_resource(ray_head, tmp_path):
     assert res.returncode == 1, res.stderr[-3000:]
     assert "no training progress for" in res.stderr
     assert "cpu_node: needs 1, cluster has 0" in res.stderr
+    # nothing half-written: no summary, the MLflow run FAILED (not left RUNNING)
+    assert not (tmp_path / "r" / "summary.json").exists()
+    client = MlflowClient(db)
+    runs = client.search_runs([client.get_experiment_by_name("echoray").experiment_id])
+    assert [r.info.status for r in runs] == ["FAILED"]
     assert not (tmp_path / "r" / "summary.json").exists()
     client = MlflowClient(db)
     runs = client.search_runs([e.experiment_id for e in client.search_experiments()])

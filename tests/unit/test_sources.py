@@ -90,9 +90,9 @@ def test_image_folder_resizes_mixed_sizes_only_when_asked(tmp_path):
     write_image_folder(tmp_path / "b", n=2, classes=2, size=20)
     for p in (tmp_path / "b").rglob("*.png"):
         p.rename(root / p.parent.name / ("small_" + p.name))
-    idx = index_source(SourceConfig(kind="image_folder", path=str(root), image_size=None, holdout_fraction=0.1))
-    with pytest.raises(SourceError, match="different sizes.*source.image_size"):
-        open_reader(idx).read(np.arange(8), "train")
+    # Caught when indexing (image headers only), before anything starts.
+    with pytest.raises(SourceError, match=r"different sizes \(.*is 32x32, .*small_img_\d+.png is 20x20\).*source.image_size"):
+        index_source(SourceConfig(kind="image_folder", path=str(root), image_size=None, holdout_fraction=0.1))
     idx = index_source(SourceConfig(kind="image_folder", path=str(root), image_size=16))
     images, _ = open_reader(idx).read(idx.train_ids, "train")
     assert images.shape[1:] == (16, 16, 3)

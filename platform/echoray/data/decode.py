@@ -39,25 +39,48 @@ def decode_one(data: bytes, size: int | None, channels: int, name: str) -> np.nd
             if size is not None:
                 img = _fit_square(img, size)
             arr = np.asarray(img, dtype=np.uint8)
-    except (UnidentifiedImageError, OSError, ValueError) as exc:
+    except (UnidentifiedImageError, OSError, ValueError, TypeError) as exc:  # TypeError: a null cell
         raise BadImage(name, str(exc)) from exc
     return arr[:, :, None] if arr.ndim == 2 else arr
+
+
+def mixed_sizes_message(listed: str) -> str:
+    return f"images have different sizes ({listed}); set source.image_size to resize them"
 
 
 class BadImage(SourceError):
     def __init__(self, name: str, reason: str):
         super().__init__(f"cannot decode image {name}: {reason}")
-        self.name = name
+        self.name, self.reason = name, reason
 
 
-def stack_same_size(arrays: list[np.ndarray], names: list[str]) -> np.ndarray:
+def decode_many(items, size: int | None, channels: int, skip_bad: bool):
+    """Decode (id, bytes, name) items: (arrays, names, kept mask, [(id, name, reason)] of bad ones).
+
+    With skip_bad False the first undecodable file raises BadImage naming it."""
+    arrays, names, kept, bad = [], [], [], []
+    for sid, data, name in items:
+        try:
+            arrays.append(decode_one(data, size, channels, name))
+            names.append(name)
+            kept.append(True)
+        except BadImage as exc:
+            if not skip_bad:
+                raise
+            bad.append((int(sid), name, exc.reason))
+            kept.append(False)
+    return arrays, names, np.asarray(kept, dtype=bool), bad
+
+
+def stack_same_size(arrays: list[np.ndarray], names: list[str], size: int | None = None,
+                    channels: int = 3) -> np.ndarray:
     shapes = {a.shape for a in arrays}
     if len(shapes) > 1:
         examples = {}
         for a, n in zip(arrays, names, strict=True):
             examples.setdefault(a.shape, n)
         listed = ", ".join(f"{n} is {s[1]}x{s[0]}" for s, n in list(examples.items())[:3])
-        raise SourceError(
-            f"images have different sizes ({listed}); set source.image_size to resize them"
-        )
-    return np.stack(arrays) if arrays else np.zeros((0, 1, 1, 1), np.uint8)
+        raise SourceError(mixed_sizes_message(listed))
+    if arrays:
+        return np.stack(arrays)
+    return np.zeros((0, size or 1, size or 1, channels), np.uint8)  # every file of the read was bad

@@ -8,6 +8,7 @@ shuffle buffer, see train/loop.py), and batch echoing happens on the worker too.
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import ray.data
 from ray.data import ActorPoolStrategy
@@ -18,9 +19,13 @@ from echoray.data.sources import SourceIndex
 from echoray.data.stages import Preprocess
 
 
-def build_train_dataset(cfg: PipelineConfig, idx: SourceIndex, collector=None) -> ray.data.Dataset:
+def build_train_dataset(cfg: PipelineConfig, idx: SourceIndex, collector=None, first_epoch: int = 0,
+                        consumed: dict[int, np.ndarray] | None = None) -> ray.data.Dataset:
+    """The stream of plan epochs first_epoch.. without the `consumed` rows (a restored run)."""
     n_chunks = num_chunks(len(idx.train_ids), cfg.source.chunk_size)
-    blocks = read_plan(cfg.seed, cfg.train.max_epochs, n_chunks)
+    blocks = read_plan(cfg.seed, cfg.train.max_epochs, n_chunks, first_epoch=first_epoch)
+    if not blocks:  # restored after the last epoch: nothing left to read
+        blocks = [{"epoch": np.zeros(0, np.int64), "chunk": np.zeros(0, np.int64)}]
     ds = ray.data.from_arrow([pa.table(b) for b in blocks])
     a = cfg.preprocess.actors
     example_echo = cfg.echo.stage in ("before_augment", "after_augment")
@@ -30,10 +35,31 @@ def build_train_dataset(cfg: PipelineConfig, idx: SourceIndex, collector=None) -
         fn_constructor_args=(
             idx, cfg.source.chunk_size, cfg.source.remote, ops, cfg.seed,
             cfg.echo.stage if example_echo else "none", cfg.echo.factor if example_echo else 1.0, collector,
+            consumed or None,
         ),
         batch_size=max(1, cfg.preprocess.batch_size // cfg.source.chunk_size),
         compute=ActorPoolStrategy(min_size=a.min_size, max_size=a.max_size),
         num_cpus=a.num_cpus,
-        udf_modifying_row_count=True,  # reads expand chunks; echo repeats rows
+        udf_modifying_row_count=True,  # reads expand chunks; echo repeats rows; replays drop rows
         **({"resources": dict(a.resources)} if a.resources else {}),
     )
+
+
+class TrainStream:
+    """The trainer's "train" dataset as a factory: Ray Train calls it in its controller each
+    time a worker group starts, so a group restarted after a failure reads from the
+    checkpoint it restores (the collector holds the latest one Ray Train registered)."""
+
+    def __init__(self, cfg: PipelineConfig, idx: SourceIndex, collector):
+        self.cfg, self.idx, self.collector = cfg, idx, collector
+
+    def __call__(self) -> ray.data.Dataset:
+        from echoray.runtime.session import quiet_data
+        from echoray.train.checkpoint import read_replay
+
+        quiet_data()  # this runs in Ray Train's controller, not the driver
+        # ... so it can hand the controller to the driver, which stops it if the run fails.
+        self.collector.register_controller.remote(ray.get_runtime_context().current_actor)
+        commit = ray.get(self.collector.latest_checkpoint.remote())
+        first_epoch, consumed = read_replay(commit["checkpoint"]) if commit else (0, None)
+        return build_train_dataset(self.cfg, self.idx, self.collector, first_epoch, consumed)

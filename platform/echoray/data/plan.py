@@ -27,10 +27,15 @@ def epoch_order(seed: int, epoch: int, n_chunks: int) -> np.ndarray:
     return rng.permutation(n_chunks).astype(np.int64)
 
 
-def read_plan(seed: int, epochs: int, n_chunks: int, block_chunks: int = 4096) -> list[dict]:
-    """Blocks of {"epoch", "chunk"} rows covering `epochs` passes, in epoch order."""
+def read_plan(seed: int, epochs: int, n_chunks: int, block_chunks: int = 4096,
+              first_epoch: int = 0) -> list[dict]:
+    """Blocks of {"epoch", "chunk"} rows covering passes first_epoch..epochs-1, in epoch order.
+
+    A run restored from a checkpoint starts at its first unfinished epoch; every
+    epoch's order depends only on (seed, epoch), so the replayed epochs are the same.
+    """
     blocks = []
-    for epoch in range(epochs):
+    for epoch in range(first_epoch, epochs):
         order = epoch_order(seed, epoch, n_chunks)
         for start in range(0, n_chunks, block_chunks):
             part = order[start : start + block_chunks]

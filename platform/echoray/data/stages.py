@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 
 import numpy as np
 
 from echoray.config import AugmentOp, RemoteEmulation
 from echoray.data.echo import echo_rows
 from echoray.data.plan import chunk_ids
-from echoray.data.sources.base import SourceIndex
+from echoray.data.replay import drop_consumed
+from echoray.data.sources.base import SourceError, SourceIndex, read_skipping
 from echoray.seeds import STREAM_AUGMENT, mix, to_int63
 
 
@@ -44,7 +46,7 @@ class Preprocess:
 
     def __init__(self, idx: SourceIndex, chunk_size: int, remote: RemoteEmulation,
                  ops: list[AugmentOp] | None, seed: int, echo_stage: str, echo_factor: float | str,
-                 collector=None):
+                 collector=None, consumed: dict[int, np.ndarray] | None = None):
         from echoray.data.sources import open_reader
 
         self.idx, self.chunk_size, self.remote, self.seed = idx, chunk_size, remote, seed
@@ -61,22 +63,39 @@ class Preprocess:
         self.auto = echo_factor == "auto"
         self.factor = 1.0 if self.auto else float(echo_factor)
         self.collector = collector
+        self.consumed = consumed  # a restored run: rows its steps already took (data/replay.py)
         self.actor = f"{os.uname().nodename}:{os.getpid()}"
 
     def read(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         parts = chunk_ids(self.idx.train_ids, batch["chunk"], self.chunk_size)
         ids = np.concatenate(parts) if parts else np.zeros(0, np.int64)
-        images, labels = self.reader.read(ids, "train")
-        wait = emulated_network_wait(self.remote, len(parts), images.nbytes)
+        epochs = np.repeat(batch["epoch"], [len(p) for p in parts]).astype(np.int64)
+        got = read_skipping(self.reader, ids, "train")
+        if got.bad:
+            self._skip_bad(got.bad)
+        wait = emulated_network_wait(self.remote, len(parts), got.images.nbytes)
         if wait > 0:
             time.sleep(wait)  # waiting, not computing: what a network read costs
         return {
-            "epoch": np.repeat(batch["epoch"], [len(p) for p in parts]).astype(np.int64),
-            "sample_id": ids,
-            "label": labels,
-            "image": images,
-            "echo_copy": np.zeros(len(ids), dtype=np.int64),
+            "epoch": epochs[got.kept],
+            "sample_id": ids[got.kept],
+            "label": got.labels,
+            "image": got.images,
+            "echo_copy": np.zeros(int(got.kept.sum()), dtype=np.int64),
         }
+
+    def _skip_bad(self, bad: list[tuple[int, str, str]]) -> None:
+        """Count undecodable files run-wide; fail once they pass source.max_bad_fraction."""
+        if self.collector is None:
+            limit = int(self.idx.max_bad_fraction * len(self.idx.train_ids))
+            if len(bad) > limit:
+                raise SourceError(f"undecodable training image(s): {'; '.join(f'{n} ({r})' for _, n, r in bad[:5])}")
+            return
+        import ray
+
+        verdict = ray.get(self.collector.bad_images.remote(bad))
+        if verdict["over"]:
+            raise SourceError(verdict["message"])
 
     def augment(self, rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         keys = augment_keys(self.seed, rows, per_copy=self.echo_stage == "before_augment")
@@ -92,19 +111,33 @@ class Preprocess:
             self.factor = ray.get(self.collector.echo_factor.remote())
         return echo_rows(rows, self.factor, self.seed)
 
-    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def __call__(self, batch: dict[str, np.ndarray]) -> Iterator[dict[str, np.ndarray]]:
+        try:
+            rows = self._process(batch)
+        except SourceError as exc:  # bad data: tell the driver, so no retry is attempted
+            if self.collector is not None:
+                import ray
+
+                ray.get(self.collector.fatal.remote(str(exc), "data"))
+            raise
+        if len(rows["sample_id"]):  # a block emptied by a replay or bad files is left out:
+            yield rows  # Arrow cannot type an empty image column (it would pickle it)
+
+    def _process(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         t0 = time.perf_counter()
         rows = self.read(batch)
         n_read = len(rows["sample_id"])
         if self.echo_stage == "before_augment":
-            rows = self.echo(rows)
+            rows = drop_consumed(self.echo(rows), self.consumed)
             t1 = time.perf_counter()
             rows = self.augment(rows)
             self._report(n_read, t1 - t0, len(rows["sample_id"]), time.perf_counter() - t1)
             return rows
+        if self.echo_stage != "after_augment":
+            rows = drop_consumed(rows, self.consumed)
         rows = self.augment(rows)
         if self.echo_stage == "after_augment":
-            rows = self.echo(rows)
+            rows = drop_consumed(self.echo(rows), self.consumed)
         self._report(n_read, time.perf_counter() - t0, 0, 0.0)
         return rows
 

@@ -5,6 +5,12 @@ print progress, log MLflow metrics from rank 0 only, spot stalls and write the
 audit. It also owns the live throughput figures and, for `echo.factor: auto`,
 the current echo factor. Working through an actor rather than files keeps it
 correct on a multi-node cluster where the driver's disk is not the workers'.
+
+Faults: an epoch is final once a checkpoint covers it (Ray Train's controller says
+so through `committed`), because a worker group that fails later restarts from that
+checkpoint and replays the epochs after it; `restored` then drops what the failed
+attempt reported beyond the checkpoint, so nothing is counted twice. Errors that a
+retry cannot fix (bad data) are recorded by `fatal` so the driver stops at once.
 """
 
 from __future__ import annotations
@@ -19,12 +25,18 @@ from echoray.data.echo import next_auto_factor
 from echoray.runtime.throughput import Throughput
 
 AUTO_UPDATE_S = 1.0
+BAD_EXAMPLES_SHOWN = 5
 
 
 @ray.remote(num_cpus=0, max_restarts=0)
 class RunCollector:
-    def __init__(self, factor: float | str = 1.0, max_factor: float = 8.0):
-        self.events: list[dict[str, Any]] = []
+    def __init__(self, factor: float | str = 1.0, max_factor: float = 8.0, *, checkpointed: bool = False,
+                 n_train: int = 0, max_bad_fraction: float = 0.0, resume: dict[str, Any] | None = None):
+        self.events: list[dict[str, Any]] = []  # every epoch event, in arrival order (replays too)
+        self.by_epoch: dict[int, dict[str, Any]] = {}  # the current record of each epoch
+        self.checkpointed = checkpointed
+        self.commit: dict[str, Any] | None = None  # latest checkpoint Ray Train registered
+        self.final_epoch = 0  # epochs up to here will not be replayed
         self.audit: list[dict[str, np.ndarray]] = []
         self.last_progress = time.time()
         self.first_step_at: float | None = None
@@ -37,6 +49,19 @@ class RunCollector:
         self.factor_history: list[dict[str, float]] = []
         self._window = self.throughput.snapshot()
         self._window_at = time.time()
+        self.recoveries: list[dict[str, Any]] = []
+        self.failures: list[dict[str, Any]] = []
+        self.fatal_error: dict[str, str] | None = None  # {"kind": "data" | "diverged", "message"}
+        self.aborted: str | None = None  # the driver gave up: workers stop (see heartbeat)
+        self.controller = None  # Ray Train's controller actor, so the driver can stop it
+        self.n_train, self.max_bad_fraction = n_train, max_bad_fraction
+        self.bad: dict[int, tuple[str, str]] = {}  # sample id -> (file, reason)
+        self.seeded = bool(resume)
+        if resume:  # a new driver continues a run: its checkpoint is the starting point
+            self.commit = resume
+            self.final_epoch = resume["epoch"]
+            if self.auto and resume.get("echo_factor"):
+                self.factor = float(resume["echo_factor"])
 
     # --- from preprocessing actors ---
     def stage(self, name: str, actor: str, rows: int, busy_s: float, reads: int = 0) -> None:
@@ -46,15 +71,53 @@ class RunCollector:
     def echo_factor(self) -> float:
         return self.factor
 
+    def bad_images(self, items: list[tuple[int, str, str]]) -> dict[str, Any]:
+        """Undecodable training files (id, file, reason): skipped while they stay within
+        source.max_bad_fraction of the training split; beyond it the run fails naming them."""
+        for sid, name, reason in items:
+            self.bad.setdefault(int(sid), (name, reason))
+        limit = int(self.max_bad_fraction * self.n_train)
+        over = len(self.bad) > limit
+        shown = [f"{n} ({r})" for n, r in list(self.bad.values())[:BAD_EXAMPLES_SHOWN]]
+        message = (f"{len(self.bad)} undecodable training image(s), more than source.max_bad_fraction="
+                   f"{self.max_bad_fraction:g} of {self.n_train} allows ({limit}): " + "; ".join(shown))
+        if over:
+            self.fatal(message, "data")
+        return {"count": len(self.bad), "over": over, "message": message}
+
+    def bad_ids(self) -> np.ndarray:
+        return np.asarray(sorted(self.bad), dtype=np.int64)
+
+    def fatal(self, message: str, kind: str = "data") -> None:
+        """An error no retry can fix; the first one is what the driver reports."""
+        if self.fatal_error is None:
+            self.fatal_error = {"kind": kind, "message": message}
+            self.abort(message)
+
+    def abort(self, reason: str) -> None:
+        """The run is over (a fatal error, or the driver failed or was interrupted):
+        workers stop at their next heartbeat, and a worker group Ray Train restarts
+        returns at once, so no training goes on behind a driver that stopped waiting."""
+        if self.aborted is None:
+            self.aborted = reason
+
+    def is_aborted(self) -> bool:
+        return self.aborted is not None
+
     # --- from train workers ---
-    def heartbeat(self, rank: int, step: int, trained: int, step_s: float) -> None:
+    def heartbeat(self, rank: int, step: int, trained: int, step_s: float) -> bool:
+        """Progress from a worker; answers whether the run was aborted."""
         now = time.time()
         if self.first_step_at is None and step > 0:
             self.first_step_at = now
+        if self.recoveries and self.recoveries[-1]["first_step_at"] is None \
+                and step > self.recoveries[-1]["steps"]:
+            self.recoveries[-1]["first_step_at"] = now
         self.last_progress = now
         self.throughput.set_worker(rank, trained, step_s)
         if self.auto and now - self._window_at >= AUTO_UPDATE_S:
             self._update_factor(now)
+        return self.aborted is not None
 
     def _update_factor(self, now: float) -> None:
         recent = self.throughput.since(self._window)
@@ -67,22 +130,63 @@ class RunCollector:
     def event(self, record: dict[str, Any]) -> None:
         self.last_progress = time.time()
         self.events.append(record)
+        self.by_epoch[record["epoch"]] = record
+        if not self.checkpointed:
+            self.final_epoch = max(self.final_epoch, record["epoch"])
 
     def add_audit(self, columns: dict[str, np.ndarray]) -> None:
         self.audit.append(columns)
 
+    def restored(self, epoch: int, steps: int, checkpoint_path: str | None) -> str | None:
+        """Rank 0 of a restarted worker group resumed from the checkpoint of `epoch`:
+        forget what the failed attempt reported after it. Returns the checkpoint the
+        training stream was built for, which must be the same one."""
+        self.last_progress = time.time()
+        for e in [e for e in self.by_epoch if e > epoch]:
+            del self.by_epoch[e]
+        self.audit = [{k: v[part["step"] < steps] for k, v in part.items()} for part in self.audit]
+        # The first restore of a resumed run is the resume itself, not a worker failure.
+        kind = "resume" if self.seeded and not self.recoveries else "restart"
+        self.recoveries.append({"kind": kind, "from_epoch": epoch, "steps": steps, "restored_at": time.time(),
+                                "first_step_at": None})
+        return self.commit["checkpoint"].path if self.commit else None
+
     def finish(self, record: dict[str, Any]) -> None:
         self.final = record
+        self.final_epoch = max([self.final_epoch, *self.by_epoch])
 
     def sync(self) -> bool:
         """A barrier: calls from one caller run in order, so earlier sends have landed."""
         return True
 
+    # --- from Ray Train's controller (runtime/commit.py) ---
+    def committed(self, checkpoint, metrics: dict[str, Any]) -> None:
+        self.commit = {"checkpoint": checkpoint, **metrics}
+        self.final_epoch = max(self.final_epoch, int(metrics["epoch"]))
+
+    def failed(self, detected_at: float, errors: str) -> None:
+        self.failures.append({"detected_at": detected_at, "errors": errors})
+
+    def latest_checkpoint(self) -> dict[str, Any] | None:
+        return self.commit
+
+    def register_controller(self, handle) -> None:
+        self.controller = handle
+
+    def get_controller(self):
+        return self.controller
+
     # --- for the driver ---
-    def poll(self, since: int, factor_since: int = 0) -> dict[str, Any]:
+    def poll(self, since: int, factor_since: int = 0, final_since: int = 0) -> dict[str, Any]:
         up, down = self.throughput.rates()
+        final = []
+        e = final_since + 1
+        while e <= self.final_epoch and e in self.by_epoch:  # in order, no gaps
+            final.append(self.by_epoch[e])
+            e += 1
         return {
             "events": self.events[since:],
+            "final_events": final,
             "factor_history": self.factor_history[factor_since:],
             "last_progress": self.last_progress,
             "first_step_at": self.first_step_at,
@@ -92,6 +196,11 @@ class RunCollector:
             "measured_R": down / up if up and down else None,
             "echo_factor": self.factor,
             "final": self.final,
+            "fatal": self.fatal_error,
+            "recoveries": self.recoveries,
+            "failures": self.failures,
+            "bad_examples": len(self.bad),
+            "bad_files": [n for n, _ in list(self.bad.values())[:BAD_EXAMPLES_SHOWN]],
         }
 
     def take_audit(self) -> list[dict[str, np.ndarray]]:

@@ -16,6 +16,14 @@ class StallError(RuntimeError):
     pass
 
 
+class DataError(RuntimeError):
+    """Bad input data found while training (a retry would meet it again); names the files."""
+
+
+class FatalTrainingError(RuntimeError):
+    """An error in training that a retry would meet again (a diverged loss)."""
+
+
 def stall_message(plan: ResourcePlan, waited_s: float) -> str:
     total = ray.cluster_resources()
     avail = ray.available_resources()
@@ -31,6 +39,19 @@ def stall_message(plan: ResourcePlan, waited_s: float) -> str:
     return " ".join(lines)
 
 
+def stop_training(collector, reason: str) -> None:
+    """The driver stops waiting (error, interrupt): abort Ray Train's controller, which
+    stops its workers and data pipeline, so nothing trains on behind it (a driver that
+    exits takes them along anyway; one that lives on, as in tests or Tune, would not)."""
+    collector.abort.remote(reason)  # and a worker group started meanwhile returns at once
+    try:
+        controller = ray.get(collector.get_controller.remote(), timeout=10)
+        if controller is not None:
+            controller.abort.remote()
+    except Exception:  # noqa: BLE001 - best effort while failing
+        pass
+
+
 def watch_fit(
     fit: Callable[[], Any],
     collector,
@@ -39,9 +60,15 @@ def watch_fit(
     on_event: Callable[[dict], None],
     on_factor: Callable[[dict], None] | None = None,
     poll_s: float = 0.5,
+    on_restart: Callable[[dict], None] | None = None,
+    final_since: int = 0,
 ) -> dict[str, Any]:
-    """Run `fit` in a thread; forward epoch events; raise StallError on no progress.
+    """Run `fit` in a thread; forward epoch events; raise StallError on no progress and
+    DataError on bad data (at once: a worker-group retry would fail the same way).
 
+    `on_event` gets each epoch once, in order, when it is final: covered by a checkpoint
+    (a failed worker group replays the epochs after it) or when the fit has ended.
+    `final_since`: epochs already final before this fit (a resumed run).
     Returns the collector's last poll (with `final`, the rank-0 summary record).
     """
     outcome: dict[str, Any] = {}
@@ -55,18 +82,26 @@ def watch_fit(
     thread = threading.Thread(target=target, name="echoray-fit", daemon=True)
     started = time.time()
     thread.start()
-    seen = seen_factors = 0
+    seen = seen_factors = seen_restarts = 0
     state: dict[str, Any] = {}
     while True:
         thread.join(timeout=poll_s)
-        state = ray.get(collector.poll.remote(seen, seen_factors))
-        for ev in state["events"]:
+        state = ray.get(collector.poll.remote(seen, seen_factors, final_since))
+        for ev in state["final_events"]:
             on_event(ev)
         for point in state["factor_history"]:
             if on_factor:
                 on_factor(point)
+        for rec in state["recoveries"][seen_restarts:]:
+            if on_restart:
+                on_restart(rec)
         seen += len(state["events"])
         seen_factors += len(state["factor_history"])
+        seen_restarts = len(state["recoveries"])
+        final_since += len(state["final_events"])
+        if state["fatal"]:
+            fatal = state["fatal"]
+            raise (DataError if fatal["kind"] == "data" else FatalTrainingError)(fatal["message"])
         if not thread.is_alive():
             break
         quiet = time.time() - max(state["last_progress"], started)

@@ -7,6 +7,8 @@ import os
 
 import ray
 
+from echoray.runtime.signals import reclaim_sigterm
+
 
 def start_ray() -> bool:
     """Attach to RAY_ADDRESS (a cluster or a `ray job submit` job), else start a local Ray.
@@ -25,11 +27,12 @@ def start_ray() -> bool:
         # cleaner polls; without it the cleaner cannot tell a dead controller.
         ray.init(include_dashboard=True, logging_level=logging.WARNING, log_to_driver=True)
         started = True
-    _quiet_data()
+    reclaim_sigterm()
+    quiet_data()
     return started
 
 
-def _quiet_data() -> None:
+def quiet_data() -> None:
     from ray.data import DataContext
 
     ctx = DataContext.get_current()

@@ -29,10 +29,14 @@ class Counters:
 
 @dataclass
 class AuditBuffer:
-    """Rows of (epoch, step, worker, group, sample_id, view, ba_view, aug_key) per consumed example."""
+    """Rows of (epoch, step, worker, group, sample_id, view, ba_view, aug_key) per consumed example.
+
+    Rows drained since the last checkpoint are also kept for it (train/checkpoint.py), so
+    a run resumed by a new driver still writes the audit of the whole run."""
 
     enabled: bool
     parts: dict[str, list[np.ndarray]] = field(default_factory=lambda: {c: [] for c in AUDIT_COLUMNS})
+    since_checkpoint: list[dict[str, np.ndarray]] = field(default_factory=list)
 
     def add(self, **columns: np.ndarray) -> None:
         if not self.enabled:
@@ -46,4 +50,12 @@ class AuditBuffer:
             return None
         out = {c: np.concatenate(v) for c, v in self.parts.items()}
         self.parts = {c: [] for c in AUDIT_COLUMNS}
+        self.since_checkpoint.append(out)
+        return out
+
+    def take_for_checkpoint(self) -> dict[str, np.ndarray] | None:
+        if not self.since_checkpoint:
+            return None
+        out = {c: np.concatenate([p[c] for p in self.since_checkpoint]) for c in AUDIT_COLUMNS}
+        self.since_checkpoint = []
         return out

@@ -7,4 +7,10 @@ from __future__ import annotations
 def train_loop_per_worker(config: dict) -> None:
     from echoray.train.loop import run_worker
 
-    run_worker(config)
+    try:
+        run_worker(config)
+    except Exception as exc:
+        from echoray.train.faults import report_fatal
+
+        report_fatal(config["collector"], exc)  # bad data: no retry would help
+        raise

@@ -11,7 +11,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from echoray.data.sources import SourceIndex, open_reader
+from echoray.data.sources import SourceError, SourceIndex, open_reader
+from echoray.data.sources.base import read_skipping
 
 CACHE_LIMIT_BYTES = 1 << 30
 READ_CHUNK = 512
@@ -49,6 +50,8 @@ class EvalSet:
     def __init__(self, idx: SourceIndex, rank: int, world: int, out_size: int, tta=None):
         self.ids = idx.eval_ids[rank::world]
         self.reader = open_reader(idx)
+        self.max_bad = int(idx.max_bad_fraction * len(self.ids))
+        self.bad: dict[int, str] = {}  # undecodable held-out files: skipped, up to source.max_bad_fraction
         self.out_size = out_size
         self.tta = None
         if tta is not None:
@@ -62,8 +65,12 @@ class EvalSet:
     def _chunks(self):
         for start in range(0, len(self.ids), READ_CHUNK):
             ids = self.ids[start : start + READ_CHUNK]
-            images, labels = self.reader.read(ids, "eval")
-            yield center_crop(torch.from_numpy(images), self.out_size), torch.from_numpy(labels), ids
+            got = read_skipping(self.reader, ids, "eval")
+            self.bad.update({sid: f"{name} ({reason})" for sid, name, reason in got.bad})
+            if len(self.bad) > self.max_bad:
+                raise SourceError(f"{len(self.bad)} undecodable held-out image(s), more than source.max_bad_fraction "
+                                  f"allows ({self.max_bad}): " + "; ".join(list(self.bad.values())[:5]))
+            yield center_crop(torch.from_numpy(got.images), self.out_size), torch.from_numpy(got.labels), ids[got.kept]
 
     @torch.no_grad()
     def evaluate(self, model: torch.nn.Module, normalize: Normalizer, batch_size: int) -> tuple[int, int, int]:

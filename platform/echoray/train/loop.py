@@ -10,9 +10,11 @@ all-reduce and decide together whether the target or the budget is reached.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 import warnings
+from dataclasses import asdict
 
 import numpy as np
 import ray.train
@@ -23,11 +25,13 @@ import torch.distributed as dist
 from echoray.config import PipelineConfig
 from echoray.data.augment import output_size
 from echoray.data.echo import batch_repeats
+from echoray.data.replay import ConsumedLog
 from echoray.seeds import STREAM_MODEL, STREAM_SAMPLER, derive_seed, to_int63
 from echoray.train.accounting import AuditBuffer, Counters
 from echoray.train.batch_augment import backward_views, make_views, view_keys
 from echoray.train.batching import pack_unique
 from echoray.train.evaluate import EvalSet, Normalizer, all_reduce_ints
+from echoray.train.faults import Checkpointer, RunAborted, restore_loop
 from echoray.train.ghost_bn import use_ghost_batch_norm
 from echoray.train.groups import broadcast_batches, make_groups
 from echoray.train.models import build_model
@@ -91,8 +95,11 @@ def _dist_device():
 def run_worker(config: dict) -> None:
     # Ray Data hands out read-only arrays; the step only reads them (float() copies).
     warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+    _quiet_report_log()
     cfg = PipelineConfig.model_validate(config["cfg"])
     idx, collector = config["index"], config["collector"]
+    if ray.get(collector.is_aborted.remote()):
+        return  # a worker group restarted after the driver gave up: end the fit at once
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
     t_start = time.time()
@@ -118,6 +125,17 @@ def run_worker(config: dict) -> None:
     by_fresh = cfg.echo.factor == "auto" and cfg.echo.stage != "batch"
     repeats = Repeats(cfg, collector, rank, world)
     counters, audit = Counters(), AuditBuffer(cfg.audit.enabled)
+    state = {"epoch": 0, "best": 0.0, "acc": float("nan"), "to_target": None, "reason": "max_epochs of data consumed",
+             "loss_sum": 0.0, "loss_n": 0, "dup_batches": 0, "batches": 0, "eval_step": 0,
+             "eval_s": 0.0, "batch_index": 0, "train_s": 0.0}
+    history: list[dict] = []  # rank 0's epoch records, kept in checkpoints for a resumed driver
+    restored = restore_loop(ray.train.get_checkpoint(), collector, rank, world, model, opt, counters, state,
+                            history)
+    t_start -= restored.meta["state"]["elapsed_s"] if restored else 0.0  # elapsed time continues
+    pending = restored.pending if restored else None
+    consumed = ConsumedLog(restored.consumed if restored else None)
+    checkpointer = Checkpointer(cfg, idx, collector, rank, world, consumed,
+                                restored.meta["start_epoch"] if restored else 0)
     grouped = ba.mode == "grouped"
     group, member = (rank // copies, rank % copies) if grouped else (rank, 0)
     reads = not grouped or member == 0  # in a group only the first worker reads
@@ -129,10 +147,10 @@ def run_worker(config: dict) -> None:
             local_shuffle_buffer_size=shuffle_buffer_rows(cfg),
             local_shuffle_seed=derive_seed(cfg.seed, STREAM_SAMPLER, group), prefetch_batches=2,
         )
-    state = {"epoch": 0, "best": 0.0, "acc": float("nan"), "to_target": None, "reason": "max_epochs of data consumed",
-             "loss_sum": 0.0, "loss_n": 0, "dup_batches": 0, "batches": 0, "eval_step": 0,
-             "eval_s": 0.0}
     last_beat = 0.0
+
+    def train_s() -> float:  # time since the first batch arrived, over all attempts
+        return state["train_s"] + (time.perf_counter() - t_first if t_first is not None else 0.0)
 
     def evaluate_and_decide() -> bool:
         state["epoch"] += 1
@@ -151,7 +169,7 @@ def run_worker(config: dict) -> None:
             "fresh_examples": fresh_all, "trained_examples": trained_all,
             "duplicate_batch_fraction": dups / max(nb, 1),
             "elapsed_s": time.time() - t_start, "time": time.time(),
-            "train_s": time.perf_counter() - t_first,  # since the first batch arrived
+            "train_s": train_s(),
             "wait_fraction": counters.wait_s / max(counters.wait_s + counters.step_s, 1e-9),
         }
         state["loss_sum"], state["loss_n"] = 0.0, 0
@@ -166,9 +184,21 @@ def run_worker(config: dict) -> None:
         else:
             stop = False
         if rank == 0:
+            history.append(record)
             collector.event.remote(record)
         _send_audit(collector, audit)
         return stop
+
+    def save_checkpoint(pending_batch: tuple | None) -> None:
+        keep = ("epoch", "best", "acc", "to_target", "reason", "eval_step", "eval_s")
+        checkpointer.save(
+            model=model, opt=opt, epoch=state["epoch"], steps=counters.steps, history=history,
+            loop_state={**{k: state[k] for k in keep}, "elapsed_s": time.time() - t_start, "train_s": train_s()},
+            rank_state={"counters": asdict(counters), "dup_batches": state["dup_batches"],
+                        "batches": state["batches"], "batch_index": state["batch_index"],
+                        "next_rep": pending_batch[1] if pending_batch else 0,
+                        "reps": pending_batch[2] if pending_batch else 0},
+            pending=pending_batch[0] if pending_batch else None, audit=audit.take_for_checkpoint())
 
     def epoch_due() -> bool:
         if not by_fresh:
@@ -183,16 +213,26 @@ def run_worker(config: dict) -> None:
         pg = make_groups(world, copies)[group]
         shape = (idx.image_size, idx.image_size, idx.channels)
         batches = broadcast_batches(batches, pg, group * copies, shape, cfg.train.batch_size)
+
+    def work():  # (batch, first repeat, repeats or None): a batch cut short by a checkpoint first
+        if pending is not None:
+            yield pending, restored.rank["next_rep"], restored.rank["reps"]
+        for b in batches:
+            yield b, 0, None
+
     model.train()
     stop = False
     t_wait = time.perf_counter()
     t_first = None
-    for batch_index, batch in enumerate(batches):
+    for batch, first_rep, reps in work():
         waited = time.perf_counter() - t_wait
         if t_first is None:
             t_first, waited = time.perf_counter(), 0.0  # pipeline start-up is not a wait
-        state["batches"] += 1
-        state["dup_batches"] += has_duplicates(batch)
+        if first_rep == 0:
+            state["batches"] += 1
+            state["dup_batches"] += has_duplicates(batch)
+            if reads:
+                consumed.add(batch["epoch"], batch["sample_id"], batch["echo_copy"])
         images = torch.from_numpy(batch["image"])
         labels = torch.as_tensor(np.array(batch["label"]), device=device)
         n = len(labels)
@@ -203,8 +243,10 @@ def run_worker(config: dict) -> None:
             aug_key = to_int63(keys)
         else:
             aug_key = np.asarray(batch["aug_key"])
-        reps = repeats(batch_index)
-        for rep in range(reps):
+        if reps is None:
+            reps = repeats(state["batch_index"])
+            state["batch_index"] += 1
+        for rep in range(first_rep, reps):
             t0 = time.perf_counter()
             set_lr(opt, cfg.optimizer.lr, lr_multiplier(counters.steps / spe, cfg.train.max_epochs, cfg.schedule))
             opt.zero_grad(set_to_none=True)
@@ -213,7 +255,7 @@ def run_worker(config: dict) -> None:
             state["loss_sum"] += loss_value
             state["loss_n"] += 1
             fresh = int((batch["echo_copy"] == 0).sum()) if (rep == 0 and reads) else 0
-            counters.add_step(fresh, n * copies, waited if rep == 0 else 0.0, time.perf_counter() - t0)
+            counters.add_step(fresh, n * copies, waited if rep == first_rep else 0.0, time.perf_counter() - t0)
             if audit.enabled:  # building the rows costs copies per step: only when asked
                 audit.add(
                     epoch=np.repeat(batch["epoch"], copies), step=counters.steps - 1, worker=rank,
@@ -223,18 +265,22 @@ def run_worker(config: dict) -> None:
                 )
             now = time.perf_counter()
             if counters.steps == 1 or now - last_beat >= HEARTBEAT_S:
-                collector.heartbeat.remote(rank, counters.steps, counters.trained, counters.step_s)
+                if ray.get(collector.heartbeat.remote(rank, counters.steps, counters.trained, counters.step_s)):
+                    raise RunAborted("the driver stopped this run")
                 last_beat = now
-            if epoch_due() and evaluate_and_decide():
-                stop = True
-                break
+            if epoch_due():
+                if evaluate_and_decide():
+                    stop = True
+                    break
+                if checkpointer.due(state["epoch"]):
+                    save_checkpoint((batch, rep + 1, reps) if rep + 1 < reps else None)
         if stop:
             break
         t_wait = time.perf_counter()
     if not stop and counters.steps > state["eval_step"]:
         evaluate_and_decide()  # the stream ended inside an epoch: score what was trained
 
-    loop_s = time.perf_counter() - t_first if t_first is not None else 0.0
+    loop_s = train_s()
     fresh_all, trained_all, dups, nb = all_reduce_ints(
         [counters.fresh, counters.trained, state["dup_batches"], state["batches"]])
     collector.heartbeat.remote(rank, counters.steps, counters.trained, counters.step_s)
@@ -249,6 +295,17 @@ def run_worker(config: dict) -> None:
             "eval_s": state["eval_s"],
         })
     ray.get(collector.sync.remote())
+
+
+def _quiet_report_log() -> None:
+    """Ray Train logs a line per report (checkpoint) at INFO from a logger named after its
+    file, which RunConfig(logging_config) does not reach; keep the console to our lines."""
+    try:
+        from ray.train.v2._internal.execution import context
+
+        logging.getLogger(context.__file__).setLevel(logging.WARNING)
+    except ImportError:  # a Ray without that module: its lines stay
+        pass
 
 
 def _send_audit(collector, audit: AuditBuffer) -> None:

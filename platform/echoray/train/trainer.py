@@ -4,15 +4,30 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ray.train import DataConfig, FailureConfig, RunConfig, ScalingConfig
+from ray.train import (
+    CheckpointConfig,
+    DataConfig,
+    FailureConfig,
+    LoggingConfig,
+    RunConfig,
+    ScalingConfig,
+)
 from ray.train.torch import TorchConfig, TorchTrainer
 
 from echoray.config import PipelineConfig
-from echoray.data.pipeline import build_train_dataset
+from echoray.data.pipeline import TrainStream
 from echoray.data.sources import SourceIndex
+from echoray.runtime.commit import CommitCallback
 from echoray.runtime.resources import ResourcePlan
 from echoray.train.entry import train_loop_per_worker
 from echoray.train.groups import GroupedDataConfig
+
+TRAIN_RUN_NAME = "train"
+
+
+def storage_path(run_dir: Path) -> Path:
+    """Where Ray Train keeps this run's checkpoints: in the run folder, so --resume finds them."""
+    return (run_dir / "ray").resolve()
 
 
 def data_config(cfg: PipelineConfig) -> DataConfig:
@@ -35,11 +50,17 @@ def build_trainer(
             num_workers=cfg.scaling.num_workers, use_gpu=use_gpu, resources_per_worker=per_worker
         ),
         torch_config=TorchConfig(backend="nccl" if use_gpu else "gloo"),
-        datasets={"train": build_train_dataset(cfg, idx, collector)},
+        # A factory, not a Dataset: each (re)started worker group reads from its checkpoint on.
+        datasets={"train": TrainStream(cfg, idx, collector)},
         dataset_config=data_config(cfg),
         run_config=RunConfig(
-            name="train",
-            storage_path=str((run_dir / "ray").resolve()),
-            failure_config=FailureConfig(max_failures=0),
+            name=TRAIN_RUN_NAME,
+            storage_path=str(storage_path(run_dir)),
+            failure_config=FailureConfig(max_failures=cfg.scaling.max_failures),
+            # With the audit on, each checkpoint holds its epochs' audit rows: keep them all.
+            checkpoint_config=CheckpointConfig(
+                num_to_keep=None if cfg.audit.enabled else cfg.train.checkpoints_to_keep),
+            callbacks=[CommitCallback(collector)],
+            logging_config=LoggingConfig(log_level="WARNING"),  # not a line per checkpoint
         ),
     )

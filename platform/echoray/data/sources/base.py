@@ -37,6 +37,26 @@ class Reader(Protocol):
         ...
 
 
+@dataclass
+class ReadResult:
+    """A read that skipped undecodable files: images and labels of the `kept` ids only."""
+
+    images: np.ndarray
+    labels: np.ndarray
+    kept: np.ndarray  # bool mask over the requested ids
+    bad: list[tuple[int, str, str]]  # (sample id, file name, reason) of each skipped one
+
+
+def read_skipping(reader: Reader, ids: np.ndarray, split: Split) -> ReadResult:
+    """Readers that decode files (image folders, Parquet) skip the ones that fail;
+    the fixed-size binary formats have nothing to skip."""
+    own = getattr(reader, "read_skipping", None)
+    if own is not None:
+        return own(ids, split)
+    images, labels = reader.read(ids, split)
+    return ReadResult(images, labels, np.ones(len(ids), dtype=bool), [])
+
+
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     """The pyarrow filesystem Ray Data would use for `uri` (local paths too)."""
     if "://" not in uri:

@@ -47,6 +47,8 @@ def index(cfg: SourceConfig) -> SourceIndex:
             if size == 0 or size % RECORD:
                 raise SourceError(f"{path}: {size} bytes is not a whole number of CIFAR records")
         counts = [size // RECORD for _, size in train], [size // RECORD for _, size in evals]
+        _check_bin_labels(fs, train, cfg.limit)
+        _check_bin_labels(fs, evals, cfg.eval_limit)
     else:
         train, evals = _files(fs, root, TRAIN_PY), _files(fs, root, ["test_batch"])
         if not train:
@@ -55,7 +57,7 @@ def index(cfg: SourceConfig) -> SourceIndex:
                 "(python) CIFAR-10 batches found"
             )
         fmt = "py"
-        counts = [[len(_load_py(fs, p)[1]) for p, _ in train], [len(_load_py(fs, p)[1]) for p, _ in evals]]
+        counts = [[_py_count(fs, p) for p, _ in train], [_py_count(fs, p) for p, _ in evals]]
     n_train, n_eval = sum(counts[0]), sum(counts[1])
     train_ids = np.arange(n_train, dtype=np.int64)[: cfg.limit]
     eval_ids = np.arange(n_eval, dtype=np.int64)[: cfg.eval_limit]
@@ -77,13 +79,42 @@ def index(cfg: SourceConfig) -> SourceIndex:
     )
 
 
+def _check_bin_labels(fs: pafs.FileSystem, files: list[tuple[str, int]], limit: int | None) -> None:
+    """Every label byte of the records the run will use is a class 0..9 (one read per file)."""
+    left = limit
+    for path, size in files:
+        n = size // RECORD if left is None else min(size // RECORD, left)
+        if n <= 0:
+            return
+        with fs.open_input_file(path) as f:
+            labels = np.frombuffer(f.read_at(n * RECORD, 0), dtype=np.uint8)[::RECORD]
+        if (labels >= 10).any():
+            i = int(np.flatnonzero(labels >= 10)[0])
+            raise SourceError(f"{path}: record {i} has label {labels[i]}, out of range 0..9")
+        left = None if left is None else left - n
+
+
+def _py_count(fs: pafs.FileSystem, path: str) -> int:
+    labels = _load_py(fs, path)[1]
+    if len(labels) and (labels.min() < 0 or labels.max() >= 10):
+        i = int(np.flatnonzero((labels < 0) | (labels >= 10))[0])
+        raise SourceError(f"{path}: record {i} has label {labels[i]}, out of range 0..9")
+    return len(labels)
+
+
 def _load_py(fs: pafs.FileSystem, path: str) -> tuple[np.ndarray, np.ndarray]:
     with fs.open_input_file(path) as f:
         batch = load_plain(f.read(), path)
     if not isinstance(batch, dict) or b"data" not in batch or b"labels" not in batch:
         raise SourceError(f"{path}: not a CIFAR python batch (no data/labels)")
-    data = np.asarray(batch[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32)
-    return data.transpose(0, 2, 3, 1), np.asarray(batch[b"labels"], dtype=np.int64)
+    try:
+        data = np.asarray(batch[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32)
+        labels = np.asarray(batch[b"labels"], dtype=np.int64).reshape(-1)
+    except (ValueError, TypeError) as exc:
+        raise SourceError(f"{path}: not a CIFAR python batch ({exc})") from None
+    if len(labels) != len(data):
+        raise SourceError(f"{path}: {len(data)} images but {len(labels)} labels")
+    return data.transpose(0, 2, 3, 1), labels
 
 
 class CifarReader:

@@ -10,9 +10,16 @@ import numpy as np
 import pyarrow.fs as pafs
 
 from echoray.config import SourceConfig
-from echoray.data.decode import decode_one, stack_same_size
+from echoray.data.decode import decode_many, mixed_sizes_message, stack_same_size
 from echoray.data.plan import split_holdout
-from echoray.data.sources.base import SourceError, SourceIndex, Split, filesystem, require_dir
+from echoray.data.sources.base import (
+    ReadResult,
+    SourceError,
+    SourceIndex,
+    Split,
+    filesystem,
+    require_dir,
+)
 
 EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
 SPLIT_SEED = 0
@@ -43,6 +50,22 @@ def _scan(fs: pafs.FileSystem, root: str, key: str, classes: list[str] | None):
     return classes, files, np.asarray(labels, dtype=np.int64)
 
 
+def _check_one_size(fs: pafs.FileSystem, files: list[str], seen: dict[tuple[int, int], str]) -> None:
+    """Without source.image_size every image must have one size: read each header up
+    front (a few KB per file) rather than fail in the middle of the first epoch."""
+    from PIL import Image, UnidentifiedImageError
+
+    for path in files:
+        try:
+            with fs.open_input_file(path) as f, Image.open(f) as img:
+                seen.setdefault(img.size, path)
+        except (UnidentifiedImageError, OSError, ValueError):
+            continue  # undecodable: counted against source.max_bad_fraction when read
+        if len(seen) > 1:
+            listed = ", ".join(f"{p} is {w}x{h}" for (w, h), p in seen.items())
+            raise SourceError(mixed_sizes_message(listed))
+
+
 def index(cfg: SourceConfig) -> SourceIndex:
     fs, root = filesystem(cfg.path)
     classes, files, labels = _scan(fs, root, "source.path", None)
@@ -54,6 +77,11 @@ def index(cfg: SourceConfig) -> SourceIndex:
     else:
         efiles, elabels = files, labels
         train_ids, eval_ids = split_holdout(len(files), cfg.holdout_fraction, SPLIT_SEED)
+    if cfg.image_size is None:
+        seen: dict[tuple[int, int], str] = {}
+        _check_one_size(fs, files, seen)
+        if cfg.eval_path:
+            _check_one_size(efs, efiles, seen)
     return SourceIndex(
         kind="image_folder",
         num_classes=len(classes),
@@ -78,12 +106,22 @@ class ImageFolderReader:
         self.fs = {s: filesystem(idx.details[k])[0] for s, k in (("train", "uri"), ("eval", "eval_uri"))}
 
     def read(self, ids: np.ndarray, split: Split) -> tuple[np.ndarray, np.ndarray]:
+        r = self._read(ids, split, skip_bad=False)
+        return r.images, r.labels
+
+    def read_skipping(self, ids: np.ndarray, split: Split) -> ReadResult:
+        return self._read(ids, split, skip_bad=True)
+
+    def _read(self, ids: np.ndarray, split: Split, skip_bad: bool) -> ReadResult:
         files, labels = self.idx.details[split]
         fs = self.fs[split]
-        images, names = [], []
-        for i in np.asarray(ids, dtype=np.int64):
-            with fs.open_input_file(files[i]) as f:
-                data = f.read()
-            images.append(decode_one(data, self.idx.image_size, 3, files[i]))
-            names.append(files[i])
-        return stack_same_size(images, names), labels[np.asarray(ids, dtype=np.int64)]
+        ids = np.asarray(ids, dtype=np.int64)
+
+        def items():
+            for i in ids:
+                with fs.open_input_file(files[i]) as f:
+                    yield i, f.read(), files[i]
+
+        arrays, names, kept, bad = decode_many(items(), self.idx.image_size, 3, skip_bad)
+        images = stack_same_size(arrays, names, self.idx.image_size)
+        return ReadResult(images, labels[ids[kept]], kept, bad)

@@ -8,13 +8,14 @@ size keeps reads sequential.
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from echoray.config import SourceConfig
-from echoray.data.decode import decode_one, stack_same_size
+from echoray.data.decode import decode_many, stack_same_size
 from echoray.data.plan import split_holdout
-from echoray.data.sources.base import SourceError, SourceIndex, Split, filesystem
+from echoray.data.sources.base import ReadResult, SourceError, SourceIndex, Split, filesystem
 
 SPLIT_SEED = 0
 
@@ -44,26 +45,36 @@ def _list(uri: str, key: str, image_col: str, label_col: str) -> list[dict]:
     return files
 
 
-def _labels(uri: str, files: list[dict], label_col: str) -> np.ndarray:
+def _labels(uri: str, files: list[dict], label_col: str, key: str) -> np.ndarray:
     fs, _ = filesystem(uri)
     parts = []
     for f in files:
         with fs.open_input_file(f["path"]) as fh:
-            parts.append(pq.read_table(fh, columns=[label_col]).column(0).to_numpy())
-    return np.concatenate(parts).astype(np.int64)
+            col = pq.read_table(fh, columns=[label_col]).column(0)
+        if not pa.types.is_integer(col.type):
+            raise SourceError(f"{f['path']}: column {label_col!r} holds {col.type}, expected integer class labels")
+        if col.null_count:
+            raise SourceError(f"{f['path']}: column {label_col!r} has {col.null_count} missing label(s)")
+        parts.append(col.to_numpy())
+    labels = np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
+    if not len(labels):
+        raise SourceError(f"{key} {uri}: the Parquet data has no rows")
+    return labels
 
 
 def index(cfg: SourceConfig) -> SourceIndex:
     files = _list(cfg.path, "source.path", cfg.image_column, cfg.label_column)
-    labels = _labels(cfg.path, files, cfg.label_column)
+    labels = _labels(cfg.path, files, cfg.label_column, "source.path")
     if labels.min() < 0:
-        raise SourceError(f"source.path {cfg.path}: negative label {labels.min()}")
+        raise SourceError(f"source.path {cfg.path}: label {labels.min()} out of range (class labels start at 0)")
     num_classes = int(labels.max()) + 1
     if cfg.eval_path:
         efiles = _list(cfg.eval_path, "source.eval_path", cfg.image_column, cfg.label_column)
-        elabels = _labels(cfg.eval_path, efiles, cfg.label_column)
+        elabels = _labels(cfg.eval_path, efiles, cfg.label_column, "source.eval_path")
         if elabels.max() >= num_classes or elabels.min() < 0:
-            raise SourceError(f"source.eval_path {cfg.eval_path}: label out of range 0..{num_classes - 1}")
+            bad = int(elabels[(elabels >= num_classes) | (elabels < 0)][0])
+            raise SourceError(f"source.eval_path {cfg.eval_path}: label {bad} out of range 0..{num_classes - 1} "
+                              "(the classes seen in source.path)")
         train_ids, eval_ids = np.arange(len(labels)), np.arange(len(elabels))
     else:
         efiles = files
@@ -112,10 +123,17 @@ class ParquetReader:
         return self._cache[1:]
 
     def read(self, ids: np.ndarray, split: Split) -> tuple[np.ndarray, np.ndarray]:
+        r = self._read(ids, split, skip_bad=False)
+        return r.images, r.labels
+
+    def read_skipping(self, ids: np.ndarray, split: Split) -> ReadResult:
+        return self._read(ids, split, skip_bad=True)
+
+    def _read(self, ids: np.ndarray, split: Split, skip_bad: bool) -> ReadResult:
         ids = np.asarray(ids, dtype=np.int64)
         _, starts = self.groups[split]
         order = np.argsort(ids, kind="stable")
-        images: list = [None] * len(ids)
+        raw: list = [None] * len(ids)
         labels = np.empty(len(ids), dtype=np.int64)
         names: list = [None] * len(ids)
         for pos in order:  # sorted, so each row group is read once per call
@@ -124,6 +142,8 @@ class ParquetReader:
             data, labs, path = self._group(split, g)
             row = i - int(starts[g])
             names[pos] = f"{path}[row {row}]"
-            images[pos] = decode_one(data[row], self.idx.image_size, 3, names[pos])
+            raw[pos] = data[row]
             labels[pos] = labs[row]
-        return stack_same_size(images, names), labels
+        arrays, kept_names, kept, bad = decode_many(zip(ids, raw, names, strict=True), self.idx.image_size, 3,
+                                                    skip_bad)
+        return ReadResult(stack_same_size(arrays, kept_names, self.idx.image_size), labels[kept], kept, bad)

@@ -11,6 +11,8 @@ import io
 import pickle
 from typing import Any
 
+from echoray.data.sources.base import SourceError
+
 _ALLOWED = {
     ("numpy.core.multiarray", "_reconstruct"),
     ("numpy._core.multiarray", "_reconstruct"),
@@ -23,8 +25,8 @@ _ALLOWED = {
 }
 
 
-class UnsafePickleError(pickle.UnpicklingError):
-    pass
+class UnsafePickleError(pickle.UnpicklingError, SourceError):
+    """Also a SourceError: the CLI reports it as bad input (exit 2) before anything starts."""
 
 
 class PlainDataUnpickler(pickle.Unpickler):

@@ -1,0 +1,109 @@
+"""`echoray train --resume RUN_DIR`: continue a run whose driver died or was interrupted.
+
+A run folder holds `config.yaml` (the resolved pipeline) and `run.json` (written once the
+MLflow run exists: its id and tracking URI, where Ray Train keeps the checkpoints, when
+the run started). Resuming reopens the same MLflow run (status RUNNING again), starts
+from the latest checkpoint Ray Train registered (the one its restarted controller will
+hand to the workers), logs any finished epochs that the dead driver had not logged yet,
+and then continues as a normal run. A folder with `summary.json` is finished and is not
+resumed.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from echoray.config import PipelineConfig
+from echoray.config_load import ConfigError, load_config
+
+RUN_STATE = "run.json"
+
+
+@dataclass
+class Resume:
+    run_dir: Path
+    mlflow_run_id: str
+    tracking_uri: str
+    pipeline: str
+    started_at: float
+    resumes: list[dict[str, Any]]
+    checkpoint: Any = None  # ray.train.Checkpoint, or None: no checkpoint yet, start over
+    meta: dict[str, Any] = field(default_factory=dict)  # the checkpoint's meta.json
+    audit: list[dict[str, Any]] = field(default_factory=list)  # audit rows up to the checkpoint
+
+    @property
+    def epoch(self) -> int:
+        return int(self.meta.get("epoch", 0))
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        return list(self.meta.get("history", []))
+
+    def collector_seed(self) -> dict[str, Any] | None:
+        if self.checkpoint is None:
+            return None
+        return {"checkpoint": self.checkpoint, "epoch": self.epoch, "start_epoch": self.meta["start_epoch"],
+                "steps": self.meta["steps"], "echo_factor": self.meta.get("echo_factor")}
+
+
+def write_run_state(run_dir: Path, *, mlflow_run_id: str, tracking_uri: str, pipeline: str,
+                    started_at: float, storage_path: Path, resumes: list | None = None) -> None:
+    state = {"mlflow_run_id": mlflow_run_id, "mlflow_tracking_uri": tracking_uri, "pipeline": pipeline,
+             "started_at": started_at, "ray_train_storage": str(storage_path), "resumes": resumes or []}
+    tmp = run_dir / (RUN_STATE + ".tmp")
+    tmp.write_text(json.dumps(state, indent=2))
+    tmp.replace(run_dir / RUN_STATE)
+
+
+def open_run(run_dir: str) -> tuple[PipelineConfig, Resume]:
+    """Validate the folder and load its config, before anything starts (ConfigError: exit 2)."""
+    d = Path(run_dir)
+    key = f"--resume {d}"
+    if not d.is_dir():
+        raise ConfigError(f"{key}: no such run folder")
+    if (d / "summary.json").exists():
+        raise ConfigError(f"{key}: the run already finished (summary.json is there); nothing to resume")
+    if not (d / "config.yaml").is_file() or not (d / RUN_STATE).is_file():
+        raise ConfigError(f"{key}: not a resumable run folder (needs config.yaml and {RUN_STATE}, written "
+                          "when training starts)")
+    try:
+        state = json.loads((d / RUN_STATE).read_text())
+        run_id, uri = state["mlflow_run_id"], state["mlflow_tracking_uri"]
+    except (ValueError, KeyError) as exc:
+        raise ConfigError(f"{key}: {d / RUN_STATE} is unreadable ({exc})") from None
+    cfg = load_config(d / "config.yaml")
+    if not cfg.train.checkpoint_every:  # its epochs were logged as they came: a restart would repeat them
+        raise ConfigError(f"{key}: the run kept no checkpoints (train.checkpoint_every: 0); it cannot be resumed")
+    cfg.tracking.uri = uri  # the same store, whatever the current folder or environment
+    return cfg, Resume(run_dir=d, mlflow_run_id=run_id, tracking_uri=uri, pipeline=state["pipeline"],
+                       started_at=float(state["started_at"]), resumes=list(state.get("resumes", [])))
+
+
+def find_checkpoint(resume: Resume, storage_path: Path, train_run_name: str) -> None:
+    """The latest checkpoint in Ray Train's snapshot: exactly what its controller restores."""
+    from ray.train import Result
+
+    from echoray.train.checkpoint import read_audit, read_meta
+
+    folder = storage_path / train_run_name
+    # No snapshot: interrupted before its first checkpoint; it starts over, under the same MLflow run.
+    if (folder / "checkpoint_manager_snapshot.json").exists():
+        result = Result.from_path(str(folder))
+        if result.checkpoint is not None:
+            resume.checkpoint = result.checkpoint
+            resume.meta = read_meta(result.checkpoint)
+            for ckpt, _ in result.best_checkpoints:  # every kept one; with the audit on, all of them
+                resume.audit += read_audit(ckpt)
+    resume.resumes.append({"at": time.time(), "from_epoch": resume.epoch})
+
+
+def backfill(resume: Resume, logged_epochs: set[int], log_epoch) -> int:
+    """Log the checkpointed epochs the dead driver did not get to log; returns how many."""
+    missing = [ev for ev in resume.history if ev["epoch"] not in logged_epochs]
+    for ev in missing:
+        log_epoch(ev)
+    return len(missing)

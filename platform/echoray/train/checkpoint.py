@@ -1,0 +1,134 @@
+"""Ray Train checkpoints of the training loop: what a restarted worker group, or
+`echoray train --resume`, needs to continue with exact counters.
+
+Every rank writes into one checkpoint (Ray Train gives all ranks the same directory
+name and merges their files):
+
+    meta.json         rank 0: epoch, steps, first open plan epoch, loop state, epoch history,
+                      the live echo factor (echo.factor: auto)
+    model.pt          rank 0: model and optimizer state (the LR schedule is a function of steps)
+    rank_<r>.json     counters, batch index, and a batch whose batch-echo repeats the epoch
+                      end cut short (its arrays in pending_<r>.npz)
+    rank_<r>.pt       torch RNG state
+    consumed_<r>.npz  keys of the rows the rank consumed in plan epochs not yet complete
+    audit_<r>.npz     audit rows since the previous checkpoint (audit.enabled)
+
+torch is imported inside the functions: Ray Train's controller reads the replay part
+(read_replay) and should not pay for importing torch.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class Restored:
+    meta: dict[str, Any]
+    rank: dict[str, Any]
+    consumed: dict[int, np.ndarray]  # rank 0: every rank's keys; the others: none
+    pending: dict[str, np.ndarray] | None
+
+
+def _unwrap(model):
+    return getattr(model, "module", model)  # DistributedDataParallel wraps the net
+
+
+def write(rank: int, model, opt, meta: dict | None, rank_state: dict, consumed: dict[int, np.ndarray],
+          pending: dict[str, np.ndarray] | None, audit: dict[str, np.ndarray] | None = None) -> Path:
+    """This rank's files in a fresh local directory (rank 0 adds model and meta)."""
+    import torch
+
+    d = Path(tempfile.mkdtemp(prefix="echoray-ckpt-"))
+    if rank == 0:
+        torch.save({"model": _unwrap(model).state_dict(), "optimizer": opt.state_dict()}, d / "model.pt")
+        (d / "meta.json").write_text(json.dumps(meta, default=float))
+    rng = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        rng["cuda"] = torch.cuda.get_rng_state()
+    torch.save(rng, d / f"rank_{rank}.pt")
+    (d / f"rank_{rank}.json").write_text(json.dumps({**rank_state, "pending": pending is not None}))
+    if pending is not None:
+        np.savez(d / f"pending_{rank}.npz", **pending)
+    np.savez(d / f"consumed_{rank}.npz", **{f"e{e}": keys for e, keys in consumed.items()})
+    if audit is not None:
+        np.savez(d / f"audit_{rank}.npz", **audit)
+    return d
+
+
+def report(metrics: dict[str, Any], local_dir: Path) -> None:
+    """Every rank calls this at the same step; Ray Train uploads and registers one checkpoint."""
+    import ray.train
+
+    try:
+        ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(str(local_dir)))
+    finally:
+        shutil.rmtree(local_dir, ignore_errors=True)
+
+
+def _consumed(d: Path) -> dict[int, np.ndarray]:
+    """The union over ranks of the consumed keys, per plan epoch."""
+    out: dict[int, np.ndarray] = {}
+    for f in sorted(d.glob("consumed_*.npz")):
+        with np.load(f) as z:
+            for name in z.files:
+                e = int(name[1:])
+                out[e] = np.union1d(out[e], z[name]) if e in out else np.sort(z[name])
+    return out
+
+
+def read_replay(checkpoint) -> tuple[int, dict[int, np.ndarray]]:
+    """(first plan epoch to read again, rows of the open epochs already consumed)."""
+    with checkpoint.as_directory() as d:
+        meta = json.loads((Path(d) / "meta.json").read_text())
+        return int(meta["start_epoch"]), _consumed(Path(d))
+
+
+def read_audit(checkpoint) -> list[dict[str, np.ndarray]]:
+    """The audit rows this checkpoint added (every rank's)."""
+    parts = []
+    with checkpoint.as_directory() as d:
+        for f in sorted(Path(d).glob("audit_*.npz")):
+            with np.load(f) as z:
+                parts.append({k: z[k] for k in z.files})
+    return parts
+
+
+def read_meta(checkpoint) -> dict[str, Any]:
+    with checkpoint.as_directory() as d:
+        return json.loads((Path(d) / "meta.json").read_text())
+
+
+def restore(checkpoint, rank: int, world: int, model, opt) -> Restored:
+    """Load model, optimizer, RNG and this rank's state from the checkpoint Ray Train handed over."""
+    import torch
+
+    with checkpoint.as_directory() as tmp:
+        d = Path(tmp)
+        meta = json.loads((d / "meta.json").read_text())
+        if meta["world_size"] != world:
+            raise RuntimeError(
+                f"checkpoint {checkpoint.path} was written by {meta['world_size']} worker(s); "
+                f"this run has {world} (scaling.num_workers must stay the same to resume)"
+            )
+        states = torch.load(d / "model.pt", map_location="cpu", weights_only=True)
+        _unwrap(model).load_state_dict(states["model"])
+        opt.load_state_dict(states["optimizer"])
+        rng = torch.load(d / f"rank_{rank}.pt", weights_only=True)
+        torch.set_rng_state(rng["torch"])
+        if "cuda" in rng and torch.cuda.is_available():
+            torch.cuda.set_rng_state(rng["cuda"])
+        rank_state = json.loads((d / f"rank_{rank}.json").read_text())
+        pending = None
+        if rank_state.pop("pending"):
+            with np.load(d / f"pending_{rank}.npz") as z:
+                pending = {k: z[k] for k in z.files}
+        consumed = _consumed(d) if rank == 0 else {}
+    return Restored(meta, rank_state, consumed, pending)

@@ -1,0 +1,111 @@
+"""The worker's side of fault tolerance: periodic checkpoints with exact counters, and
+errors that no retry can fix reported as such.
+
+At a checkpoint every rank adds up, over all ranks, how many rows of each plan epoch
+their steps consumed; rank 0 finds the first epoch not wholly consumed (data/replay.py)
+and every rank saves the keys it consumed from that epoch on. A restarted worker group
+reads the stream again from that epoch without those rows (data/pipeline.py), so no
+example is counted twice or lost.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import ray
+
+from echoray.config import PipelineConfig
+from echoray.data.replay import ConsumedLog, expected_rows, first_open_epoch
+from echoray.data.sources import SourceError, SourceIndex
+from echoray.train import checkpoint
+from echoray.train.evaluate import all_reduce_ints
+
+# Errors that would fail again on every retry: stop the run instead of restarting workers.
+DETERMINISTIC = (SourceError, FloatingPointError)
+
+
+class RunAborted(RuntimeError):
+    """The driver stopped the run (see RunCollector.abort)."""
+
+
+def report_fatal(collector, exc: BaseException) -> None:
+    """Tell the driver about a deterministic error (in the exception or its causes)."""
+    seen = exc
+    while seen is not None:
+        if isinstance(seen, DETERMINISTIC):
+            ray.get(collector.fatal.remote(str(seen), "data" if isinstance(seen, SourceError) else "diverged"))
+            return
+        seen = seen.__cause__ or seen.__context__
+
+
+class Checkpointer:
+    def __init__(self, cfg: PipelineConfig, idx: SourceIndex, collector, rank: int, world: int,
+                 consumed: ConsumedLog, start_epoch: int = 0):
+        self.cfg, self.idx, self.collector = cfg, idx, collector
+        self.rank, self.world, self.consumed = rank, world, consumed
+        self.start = start_epoch  # epochs before it are complete (their keys are dropped)
+        self.every = cfg.train.checkpoint_every
+        self._expected: dict[int, int | None] = {}
+        self._bad_seen = -1
+
+    def due(self, epoch: int) -> bool:
+        return self.every > 0 and epoch % self.every == 0
+
+    def _start_epoch(self) -> int:
+        """The first plan epoch that all ranks together have not wholly consumed."""
+        n = self.cfg.train.max_epochs
+        rows, fresh = self.consumed.counts(n)
+        total = np.asarray(all_reduce_ints([*rows, *fresh]), dtype=np.int64)
+        start = 0
+        if self.rank == 0:
+            bad = ray.get(self.collector.bad_ids.remote())
+            if len(bad) != self._bad_seen:  # the readable ids changed: recount
+                self._expected, self._bad_seen = {}, len(bad)
+            good = np.setdiff1d(self.idx.train_ids, bad) if len(bad) else self.idx.train_ids
+            e = self.cfg.echo
+
+            def expected(epoch: int) -> int | None:
+                if epoch not in self._expected:
+                    self._expected[epoch] = expected_rows(self.cfg.seed, epoch, good, e.stage, e.factor)
+                return self._expected[epoch]
+
+            start = first_open_epoch(total[:n], total[n:], expected, len(good), done_before=self.start)
+        self.start = all_reduce_ints([start])[0]  # rank 0's decision, the same on every rank
+        return self.start
+
+    def save(self, *, model, opt, epoch: int, steps: int, loop_state: dict[str, Any], history: list[dict],
+             rank_state: dict[str, Any], pending: dict[str, np.ndarray] | None,
+             audit: dict[str, np.ndarray] | None = None) -> None:
+        start = self._start_epoch()
+        keys = self.consumed.keep_from(start)
+        meta = None
+        if self.rank == 0:
+            meta = {"epoch": epoch, "steps": steps, "start_epoch": start, "world_size": self.world,
+                    "state": loop_state, "history": history, "saved_at": time.time(),
+                    "echo_factor": ray.get(self.collector.echo_factor.remote())}
+        local = checkpoint.write(self.rank, model, opt, meta, rank_state, keys, pending, audit)
+        checkpoint.report({"epoch": epoch, "steps": steps, "start_epoch": start}, local)
+
+
+def restore_loop(ckpt, collector, rank: int, world: int, model, opt, counters, state: dict, history: list):
+    """Continue from the checkpoint Ray Train handed this worker group (None: a fresh start).
+
+    Rank 0 tells the collector, which drops what the failed attempt reported after the
+    checkpoint and answers which checkpoint the training stream was built for."""
+    if ckpt is None:
+        return None
+    r = checkpoint.restore(ckpt, rank, world, model, opt)
+    for k, v in r.rank["counters"].items():
+        setattr(counters, k, v)
+    state.update({k: v for k, v in r.meta["state"].items() if k != "elapsed_s"})
+    for k in ("dup_batches", "batches", "batch_index"):
+        state[k] = r.rank[k]
+    history[:] = r.meta["history"]
+    if rank == 0:
+        origin = ray.get(collector.restored.remote(r.meta["epoch"], r.meta["steps"], ckpt.path))
+        if origin != ckpt.path:
+            raise RuntimeError(f"the training stream was built for checkpoint {origin}, "
+                               f"but Ray Train restored {ckpt.path}")
+    return r

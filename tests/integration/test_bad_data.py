@@ -1,0 +1,96 @@
+"""Bad data only found by reading it, on a local Ray: undecodable or truncated images are
+skipped and counted up to source.max_bad_fraction (the run's counts stay exact), beyond
+it the run stops at once (no retry would help) naming the files; so do images of mixed
+sizes without a resize. A stopped run exits 1, its MLflow run is FAILED, no summary."""
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from mlflow.tracking import MlflowClient
+
+from echoray.cli import main
+from echoray.config import SourceConfig
+from echoray.data.fixtures import encoded_image, png_bytes, write_image_folder
+from echoray.data.sources import index_source
+
+
+def corrupt_training_images(root, n_bad):
+    """Break n_bad files of the training split: garbage bytes, then truncated PNGs."""
+    idx = index_source(SourceConfig(kind="image_folder", path=str(root), image_size=16))
+    files, _ = idx.details["train"]
+    bad = [files[i] for i in idx.train_ids[:n_bad]]
+    for k, path in enumerate(bad):
+        data = open(path, "rb").read()
+        open(path, "wb").write(b"not an image" if k % 2 == 0 else data[: len(data) // 3])
+    return idx, bad
+
+
+def only_run(db):
+    client = MlflowClient(db)
+    runs = client.search_runs([client.get_experiment_by_name("echoray").experiment_id])
+    assert len(runs) == 1
+    return client, runs[0]
+
+
+def train_args(db, *extra):
+    return ["train", "--set", f"tracking.uri={db}", "--set", "train.batch_size=32", "--set", "train.target=null",
+            "--set", "source.image_size=16", "--set", "preprocess.augment.ops=[]", "--out", "run", *extra]
+
+
+def test_a_few_undecodable_images_are_skipped_and_counted(local_ray, tmp_path, monkeypatch, capsys):
+    root = write_image_folder(tmp_path / "imgs", n=200, classes=4, size=20)
+    idx, bad = corrupt_training_images(root, 2)
+    db = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.chdir(tmp_path)
+    assert main(train_args(db, "--set", "source.kind=image_folder", "--set", f"source.path={root}",
+                           "--set", "source.max_bad_fraction=0.05", "--set", "train.max_epochs=3",
+                           "--set", "audit.enabled=true")) == 0
+    s = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert s["faults"]["skipped_bad_examples"] == 2 and sorted(s["faults"]["skipped_bad_files"]) == sorted(bad)
+    good = len(idx.train_ids) - 2  # 158 readable examples per epoch; batches of 32, the stream read to its end
+    assert s["fresh_examples"] == (3 * good // 32) * 32
+    audit = pq.read_table(tmp_path / "run" / "audit.parquet").to_pydict()
+    bad_ids = set(idx.train_ids[:2].tolist())
+    assert not bad_ids & set(audit["sample_id"])
+    pairs = list(zip(audit["epoch"], audit["sample_id"], strict=True))
+    assert len(pairs) == len(set(pairs)) == s["fresh_examples"]
+    assert only_run(db)[1].info.status == "FINISHED"
+
+
+def _too_many_bad_images(tmp_path):
+    root = write_image_folder(tmp_path / "imgs", n=200, classes=4, size=20)
+    _, bad = corrupt_training_images(root, 4)
+    return ["--set", "source.kind=image_folder", "--set", f"source.path={root}",
+            "--set", "source.max_bad_fraction=0.01"], [
+        "bad input data:", "undecodable training image(s), more than source.max_bad_fraction=0.01 of 160 allows (1)",
+        "cannot identify image file"], bad
+
+
+def _mixed_sizes_in_parquet(tmp_path):
+    images = [png_bytes(encoded_image(i, 32 if i < 40 else 24)) for i in range(80)]
+    pq.write_table(pa.table({"image": images, "label": np.arange(80) % 4}), tmp_path / "d.parquet",
+                   row_group_size=16)
+    return ["--set", "source.kind=parquet", "--set", f"source.path={tmp_path / 'd.parquet'}",
+            "--set", "source.image_size=null", "--set", "preprocess.augment.ops=[]"], [
+        "bad input data: images have different sizes", "is 32x32", "is 24x24", "set source.image_size"], \
+        [str(tmp_path / "d.parquet")]
+
+
+@pytest.mark.parametrize("make", [_too_many_bad_images, _mixed_sizes_in_parquet])
+def test_bad_data_stops_the_run_at_once(local_ray, tmp_path, monkeypatch, capsys, make):
+    extra, messages, named = make(tmp_path)
+    db = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.chdir(tmp_path)
+    # max_failures=2: the error is not retried, it would fail the same way
+    assert main(train_args(db, "--set", "train.max_epochs=2", "--set", "scaling.max_failures=2", *extra)) == 1
+    captured = capsys.readouterr()
+    (line,) = [x for x in captured.err.splitlines() if x.startswith("echoray: ")]  # (Ray's own logs aside)
+    for text in messages:
+        assert text in line
+    assert any(path in line for path in named)
+    assert "a worker failed" not in captured.out  # stopped, not retried
+    assert not (tmp_path / "run" / "summary.json").exists()
+    assert only_run(db)[1].info.status == "FAILED"

@@ -1,0 +1,123 @@
+"""The driver dies: SIGKILL (nothing can clean up), then SIGTERM (a scheduler's stop) on
+the resumed run, then `echoray train --resume` finishes it. Counters, the audit and the
+MLflow history come out as one unbroken run. Batch echoing at e = 1.5 makes the counts
+depend on every batch's repeat draw, and a checkpoint can fall between two repeats of
+a batch, which the resumed run must finish.
+
+The drivers attach to the tests' local Ray (RAY_ADDRESS), as `ray job submit` drivers
+do, so no Ray start is paid per process; a driver that dies takes its job's actors
+(Ray Train controller, workers, collector) with it."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import ray
+from mlflow.tracking import MlflowClient
+
+from echoray.data.echo import batch_repeats
+
+N_EPOCHS, N_TRAIN, BATCH = 8, 640, 32  # read-plan epochs: 20 batches each, the whole stream consumed
+REPEATS = [batch_repeats(0, i, 1.5) for i in range(N_EPOCHS * N_TRAIN // BATCH)]  # seed 0
+STEPS_PER_EPOCH = 30  # 20 batches x e = 1.5
+EPOCHS = -(-sum(REPEATS) // STEPS_PER_EPOCH)
+
+
+def echoray_bin() -> str:
+    return str(Path(sys.executable).parent / "echoray")
+
+
+class Driver:
+    """`echoray` in a subprocess, its output collected as it comes."""
+
+    def __init__(self, args, cwd):
+        env = {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
+        self.proc = subprocess.Popen([echoray_bin(), *args], cwd=cwd, env=env, text=True,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.append(line)
+
+    def wait_for_line(self, text, timeout_s=300):
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            if any(text in line for line in self.lines):
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise AssertionError(f"no {text!r} in:\n{''.join(self.lines)[-4000:]}")
+
+    def finish(self, timeout_s=600) -> int:
+        rc = self.proc.wait(timeout=timeout_s)
+        self._reader.join(timeout=10)
+        return rc
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+
+def test_killed_driver_resumes_into_one_unbroken_run(local_ray, tmp_path):
+    db = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    run = tmp_path / "run"
+    a = Driver(["train", "--set", f"tracking.uri={db}", "--set", f"source.limit={N_TRAIN}",
+                "--set", "train.batch_size=32", "--set", f"train.max_epochs={N_EPOCHS}", "--set", "train.target=null",
+                "--set", "echo.stage=batch", "--set", "echo.factor=1.5",
+                "--set", "audit.enabled=true", "--set", "source.remote.latency_ms=2", "--out", str(run)], tmp_path)
+    a.wait_for_line("epoch   2 ")
+    a.proc.kill()  # SIGKILL: no handler runs, the MLflow run stays RUNNING
+    assert a.finish() == -signal.SIGKILL
+    run_id = json.loads((run / "run.json").read_text())["mlflow_run_id"]
+    client = MlflowClient(db)
+    assert client.get_run(run_id).info.status == "RUNNING" and not (run / "summary.json").exists()
+
+    b = Driver(["train", "--resume", str(run)], tmp_path)
+    b.wait_for_line("resuming")
+    resumed_from = json.loads((run / "run.json").read_text())["resumes"][0]["from_epoch"]
+    assert resumed_from >= 2
+    b.wait_for_line(f"epoch   {resumed_from + 2} ")
+    b.proc.send_signal(signal.SIGTERM)
+    assert b.finish() == 143, b.output[-3000:]
+    assert "echoray: interrupted" in b.output and f"echoray train --resume {run}" in b.output
+    assert client.get_run(run_id).info.status == "KILLED" and not (run / "summary.json").exists()
+
+    c = Driver(["train", "--resume", str(run)], tmp_path)
+    assert c.finish() == 0, c.output[-3000:]
+    s = json.loads((run / "summary.json").read_text())
+    assert s["mlflow_run_id"] == run_id and s["epochs"] == EPOCHS
+    assert [r["from_epoch"] for r in s["faults"]["driver_resumes"]][0] == resumed_from
+    assert len(s["faults"]["driver_resumes"]) == 2 and s["faults"]["worker_group_restarts"] == []
+    # the counts of an unfailed run: every read once, every batch repeated as drawn
+    assert [h["epoch"] for h in s["history"]] == list(range(1, EPOCHS + 1))
+    assert s["fresh_examples"] == N_TRAIN * N_EPOCHS
+    assert s["steps"] == sum(REPEATS) and s["trained_examples"] == BATCH * sum(REPEATS)
+
+    # the audit of the whole run: each (read-plan epoch, example, repeat) once; all epochs read in full
+    audit = pq.read_table(run / "audit.parquet").to_pydict()
+    rows = Counter(zip(audit["epoch"], audit["sample_id"], audit["view"], strict=True))
+    assert len(rows) == len(audit["step"]) == s["trained_examples"] and set(rows.values()) == {1}
+    firsts = Counter((e, i) for e, i, v in rows if v == 0)
+    assert len(firsts) == N_TRAIN * N_EPOCHS and Counter(e for e, _ in firsts) == {e: N_TRAIN for e in range(N_EPOCHS)}
+    assert Counter(audit["step"]) == {step: BATCH for step in range(sum(REPEATS))}
+
+    # one MLflow run, every epoch logged once, FINISHED
+    assert sorted(m.step for m in client.get_metric_history(run_id, "accuracy")) == list(range(1, EPOCHS + 1))
+    assert client.get_run(run_id).info.status == "FINISHED"
+    assert len(client.search_runs([client.get_experiment_by_name("echoray").experiment_id])) == 1
+
+    # a finished run is not resumed again
+    again = subprocess.run([echoray_bin(), "train", "--resume", str(run)], capture_output=True, text=True,
+                           timeout=120)
+    assert again.returncode == 2 and "already finished" in again.stderr

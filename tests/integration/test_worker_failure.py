@@ -1,0 +1,101 @@
+"""A train worker killed from outside (SIGKILL by pid, as a crash or the OOM killer would)
+with scaling.max_failures=1: the worker group restarts from the last checkpoint and the
+run finishes with exactly the counts of an unfailed run."""
+
+import json
+import os
+import signal
+import threading
+import time
+from collections import Counter
+
+import pyarrow.parquet as pq
+import ray
+from mlflow.tracking import MlflowClient
+from ray.util.state import list_actors
+
+from echoray.config_load import load_config
+
+STEPS_PER_EPOCH, BATCH = 22, 64  # digits: 1,438 training images, 22 full batches of 64 per epoch
+
+
+def train_in_background(cfg, out):
+    from echoray.run import train
+
+    box = {}
+
+    def target():
+        try:
+            box["summary"] = train(cfg, "embedded:digits", str(out), time.time())
+        except BaseException as exc:  # re-raised by the test
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    return thread, box
+
+
+def wait_for(predicate, timeout_s, what):
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def logged_epochs(client, run_id):
+    return sorted(m.step for m in client.get_metric_history(run_id, "accuracy"))
+
+
+def train_worker_pid():
+    # This Ray's address explicitly: other Ray instances may run on the same machine.
+    alive = list_actors(address=ray.get_runtime_context().gcs_address,
+                        filters=[("class_name", "=", "RayTrainWorker"), ("state", "=", "ALIVE")])
+    return alive[0].pid if len(alive) == 1 else None
+
+
+def test_killed_worker_is_replaced_and_counts_stay_exact(local_ray, tmp_path, sqlite_uri):
+    cfg = load_config(None, [f"tracking.uri={sqlite_uri}", "scaling.max_failures=1", "audit.enabled=true",
+                             "train.target=0.95", "train.max_epochs=20"])
+    out = tmp_path / "run"
+    thread, box = train_in_background(cfg, out)
+    run_id = wait_for(lambda: (out / "run.json").exists() and json.loads((out / "run.json").read_text())[
+        "mlflow_run_id"], 300, "the MLflow run")
+    client = MlflowClient(sqlite_uri)
+    # Epoch 2 is logged once its checkpoint is registered: kill the worker in the epochs after it.
+    wait_for(lambda: len(logged_epochs(client, run_id)) >= 2, 300, "two checkpointed epochs")
+    pid = train_worker_pid()
+    killed_at = time.time()
+    os.kill(pid, signal.SIGKILL)
+    thread.join(timeout=600)
+    assert not thread.is_alive() and "error" not in box, box.get("error")
+    s = box["summary"]
+
+    restarts = s["faults"]["worker_group_restarts"]
+    assert len(restarts) == 1 and restarts[0]["from_epoch"] >= 2
+    recovery_s = restarts[0]["first_step_at"] - killed_at
+    print(f"\nworker killed after epoch {restarts[0]['from_epoch']}; training again {recovery_s:.1f} s later")
+    assert s["faults"]["worker_failures"] and "rank 0" in s["faults"]["worker_failures"][0]["errors"]
+    assert train_worker_pid() is None  # the run's workers are gone (and were replaced once)
+
+    # The target is reached, and every epoch has exactly the fresh examples of an unfailed run.
+    assert s["target_reached"] is True and s["metric"]["value"] >= 0.95
+    epochs = s["epochs"]
+    assert epochs > restarts[0]["from_epoch"]
+    per_epoch = STEPS_PER_EPOCH * BATCH
+    assert [h["fresh_examples"] for h in s["history"]] == [per_epoch * (e + 1) for e in range(epochs)]
+    assert s["fresh_examples"] == s["trained_examples"] == per_epoch * epochs
+    assert s["steps"] == STEPS_PER_EPOCH * epochs
+
+    # The audit: every step of every epoch once, full batches, no example of a read-plan epoch twice.
+    audit = pq.read_table(out / "audit.parquet").to_pydict()
+    assert len(audit["sample_id"]) == per_epoch * epochs
+    assert Counter(audit["step"]) == {step: BATCH for step in range(STEPS_PER_EPOCH * epochs)}
+    pairs = Counter(zip(audit["epoch"], audit["sample_id"], strict=True))
+    assert max(pairs.values()) == 1
+
+    # MLflow: one value per epoch (none replayed twice), the run FINISHED.
+    assert logged_epochs(client, run_id) == list(range(1, epochs + 1))
+    assert client.get_run(run_id).info.status == "FINISHED"
