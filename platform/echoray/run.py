@@ -23,6 +23,7 @@ from echoray.config_load import ConfigError, flatten, to_yaml
 from echoray.data.sources import SourceIndex, index_source
 from echoray.runtime.collector import RunCollector
 from echoray.runtime.monitor import watch_fit
+from echoray.runtime.placement import fit_placement
 from echoray.runtime.resources import format_shortfall, plan_resources, shortfall
 from echoray.runtime.session import start_ray
 from echoray.summary import build_summary, write_json_atomic
@@ -82,6 +83,9 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float) -> dic
     warmup = threading.Thread(target=_warm_up, args=(uri, cfg.tracking.experiment, box), daemon=True)
     warmup.start()
     local = start_ray()
+    cfg, placement_notes = fit_placement(cfg)  # node-type requests this cluster can never meet
+    for note in placement_notes:
+        say(note)
     use_gpu = resolve_gpu(cfg)
     plan = plan_resources(cfg, use_gpu)
     if local:
