@@ -26,6 +26,7 @@ from echoray.data.sources import SourceIndex, index_source
 from echoray.resume import Resume, backfill, find_checkpoint, write_run_state
 from echoray.runtime.collector import RunCollector
 from echoray.runtime.monitor import stop_training, watch_fit
+from echoray.runtime.placement import fit_placement
 from echoray.runtime.resources import format_shortfall, plan_resources, shortfall
 from echoray.runtime.session import start_ray
 from echoray.summary import build_summary, fault_summary, write_json_atomic
@@ -97,6 +98,9 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
     warmup = threading.Thread(target=_warm_up, args=(uri, cfg.tracking.experiment, box), daemon=True)
     warmup.start()
     local = start_ray()
+    cfg, placement_notes = fit_placement(cfg)  # node-type requests this cluster can never meet
+    for note in placement_notes:
+        say(note)
     use_gpu = resolve_gpu(cfg)
     plan = plan_resources(cfg, use_gpu)
     if local:

@@ -1,0 +1,94 @@
+"""Placement on node types, falling back to the nodes that exist.
+
+cluster.yaml tags its node types with custom resources (`cpu_worker` nodes have
+`cpu_node`, `gpu_worker` nodes `gpu_node`) and a cluster pipeline asks for them
+(`preprocess.actors.resources`, `scaling.resources_per_worker`) and for GPUs
+(`scaling.use_gpu: true`). Such a request is kept when some node has the resource
+now or an autoscaler can add nodes: it launches the node type that provides it (if
+none does, Ray reports the demand infeasible and a stalled run names the resource).
+Otherwise nothing will ever provide it, on one machine or a fixed cluster, so the
+request is dropped and the work runs on the nodes that exist; the run says so.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+
+import ray
+
+from echoray.config import PipelineConfig
+
+# A v1 monitor without a cluster config (plain `ray start --head`) reports every node as
+# its own read-only type named after the node id.
+_READ_ONLY_TYPE = re.compile(r"node_[0-9a-f]{56}")
+
+
+def fit_to_cluster(
+    cfg: PipelineConfig, total: Mapping[str, float], can_add_nodes: bool
+) -> tuple[PipelineConfig, list[str]]:
+    """The config with the requests this cluster can never meet removed, and one note each."""
+    if can_add_nodes:
+        return cfg, []
+    out = cfg.model_copy(deep=True)
+    notes = []
+    actors = out.preprocess.actors
+    kept, dropped = _split(actors.resources, total)
+    if dropped:
+        actors.resources = kept
+        notes.append(f"placement: no node has {', '.join(dropped)} and no autoscaler can add one; "
+                     "preprocessing actors run on any node")
+    kept, dropped = _split(out.scaling.resources_per_worker, total)
+    if dropped:
+        out.scaling.resources_per_worker = kept
+        notes.append(f"placement: no node has {', '.join(dropped)} and no autoscaler can add one; "
+                     "train workers run on any node")
+    if out.scaling.use_gpu is True and total.get("GPU", 0) <= 0:
+        out.scaling.use_gpu = False
+        notes.append("placement: no node has a GPU and no autoscaler can add one; training on CPU")
+    return out, notes
+
+
+def _split(wanted: Mapping[str, float], total: Mapping[str, float]) -> tuple[dict, list[str]]:
+    kept = {k: v for k, v in wanted.items() if total.get(k, 0) > 0}
+    return kept, sorted(set(wanted) - set(kept))
+
+
+def autoscaler_can_add_nodes() -> bool:
+    """Whether an autoscaler manages the connected cluster (Ray must be initialized)."""
+    gcs = ray.get_runtime_context().gcs_address
+    try:  # autoscaler v2 (the default for `ray up` since Ray 2.50) reports its state to the GCS
+        from ray.autoscaler.v2.sdk import get_cluster_status
+
+        if int(get_cluster_status(gcs).stats.autoscaler_version or 0) > 0:
+            return True
+    except Exception:  # noqa: BLE001 - no v2 state: look for the other kinds
+        pass
+    import ray._private.state as state
+
+    try:  # KubeRay publishes its worker groups
+        config = state.state.get_cluster_config()
+        if config and any(g.max_count != 0 for g in config.node_group_configs):
+            return True
+    except Exception:  # noqa: BLE001
+        pass
+    from ray._private import ray_constants
+    from ray.experimental.internal_kv import _internal_kv_get
+
+    raw = _internal_kv_get(ray_constants.DEBUG_AUTOSCALING_STATUS)
+    return v1_status_can_add_nodes(raw.decode() if raw else None)
+
+
+def v1_status_can_add_nodes(raw_status: str | None) -> bool:
+    """A v1 monitor with a cluster config names node types from it; a read-only one does not."""
+    if not raw_status:
+        return False
+    report = json.loads(raw_status).get("autoscaler_report") or {}
+    types = set((report.get("node_type_mapping") or {}).values()) | set(report.get("pending_launches") or {})
+    return any(not _READ_ONLY_TYPE.fullmatch(t) for t in types)
+
+
+def fit_placement(cfg: PipelineConfig) -> tuple[PipelineConfig, list[str]]:
+    """fit_to_cluster against the connected cluster."""
+    return fit_to_cluster(cfg, ray.cluster_resources(), autoscaler_can_add_nodes())
