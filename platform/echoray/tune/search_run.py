@@ -60,6 +60,9 @@ def load_state(d: Path) -> dict[str, Any]:
 
 def trial_concurrency(cfg: PipelineConfig, local: bool) -> int:
     """search.max_concurrent, lowered to what the cluster can run at once."""
+    from echoray.runtime.placement import fit_placement
+
+    cfg, _ = fit_placement(cfg)  # what each trial will ask for on this cluster (run.train does the same)
     demand = plan_resources(cfg, resolve_gpu(cfg)).demand()
     total = ray.cluster_resources()
     missing = shortfall(demand, total)
