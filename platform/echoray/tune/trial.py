@@ -71,7 +71,7 @@ def run_trial(point: dict[str, Any], *, base: dict[str, Any], pipeline: str, par
         tags={"echoray.trial_key": key, "echoray.repeat": str(point["repeat"]),
               "echoray.trial_index": str(point["index"])},
     )
-    tune.report(final_report(train(cfg, pipeline, str(out), t0, hooks)))
+    tune.report(final_report(train(cfg, pipeline, str(out), t0, hooks=hooks)))
 
 
 def final_report(s: dict[str, Any]) -> dict[str, Any]:
