@@ -74,7 +74,11 @@ def ray_head():
     gcs, dash = free_port(), free_port()
     cmd = [str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
            f"--port={gcs}", "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", "--num-cpus=2",
-           "--num-gpus=0", f"--temp-dir={tmp}", "--disable-usage-stats", "--include-dashboard=true"]
+           "--num-gpus=0", f"--temp-dir={tmp}", "--disable-usage-stats", "--include-dashboard=true",
+           # Ports of our own, so another Ray on this machine cannot take the job agent's.
+           f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
+           f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}",
+           f"--ray-client-server-port={free_port()}"]
     log = open(tmp / "head.log", "w")
     proc = subprocess.Popen(cmd, env=_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
