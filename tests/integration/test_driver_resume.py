@@ -24,7 +24,7 @@ from mlflow.tracking import MlflowClient
 
 from echoray.data.echo import batch_repeats
 
-N_EPOCHS, N_TRAIN, BATCH = 8, 640, 32  # read-plan epochs: 20 batches each, the whole stream consumed
+N_EPOCHS, N_TRAIN, BATCH = 6, 640, 32  # read-plan epochs: 20 batches each, the whole stream consumed
 REPEATS = [batch_repeats(0, i, 1.5) for i in range(N_EPOCHS * N_TRAIN // BATCH)]  # seed 0
 STEPS_PER_EPOCH = 30  # 20 batches x e = 1.5
 EPOCHS = -(-sum(REPEATS) // STEPS_PER_EPOCH)

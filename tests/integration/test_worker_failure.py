@@ -58,7 +58,7 @@ def train_worker_pid():
 
 def test_killed_worker_is_replaced_and_counts_stay_exact(local_ray, tmp_path, sqlite_uri):
     cfg = load_config(None, [f"tracking.uri={sqlite_uri}", "scaling.max_failures=1", "audit.enabled=true",
-                             "train.target=0.95", "train.max_epochs=20"])
+                             "train.target=0.9", "train.max_epochs=20"])
     out = tmp_path / "run"
     thread, box = train_in_background(cfg, out)
     run_id = wait_for(lambda: (out / "run.json").exists() and json.loads((out / "run.json").read_text())[
@@ -81,7 +81,7 @@ def test_killed_worker_is_replaced_and_counts_stay_exact(local_ray, tmp_path, sq
     assert train_worker_pid() is None  # the run's workers are gone (and were replaced once)
 
     # The target is reached, and every epoch has exactly the fresh examples of an unfailed run.
-    assert s["target_reached"] is True and s["metric"]["value"] >= 0.95
+    assert s["target_reached"] is True and s["metric"]["value"] >= 0.9
     epochs = s["epochs"]
     assert epochs > restarts[0]["from_epoch"]
     per_epoch = STEPS_PER_EPOCH * BATCH

@@ -130,3 +130,51 @@ def test_empty_folders_are_rejected(tmp_path):
         index_source(SourceConfig(kind="image_folder", path=str(tmp_path / "empty")))
     with pytest.raises(SourceError, match="no data_batch"):
         index_source(SourceConfig(kind="cifar10", path=str(tmp_path / "empty")))
+
+
+def test_parquet_images_of_mixed_sizes_fail_naming_rows_and_sizes(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from echoray.data.fixtures import encoded_image, png_bytes
+
+    images = [png_bytes(encoded_image(i, 32 if i < 8 else 24)) for i in range(16)]
+    pq.write_table(pa.table({"image": images, "label": np.arange(16) % 2}), tmp_path / "d.parquet")
+    idx = index_source(SourceConfig(kind="parquet", path=str(tmp_path / "d.parquet"), image_size=None))
+    with pytest.raises(SourceError, match=r"d.parquet\[row \d+\] is 32x32, .*d.parquet\[row \d+\] is 24x24\); "
+                                          r"set source.image_size"):
+        open_reader(idx).read(np.arange(16), "train")
+
+
+@pytest.mark.parametrize("kind", ["image_folder", "parquet"])
+def test_undecodable_truncated_and_missing_images_are_skipped_when_asked(tmp_path, kind):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from echoray.data.fixtures import encoded_image, png_bytes
+    from echoray.data.sources.base import read_skipping
+
+    good = [png_bytes(encoded_image(i)) for i in range(6)]
+    broken = {1: b"not an image", 4: good[4][: len(good[4]) // 3]}  # garbage, truncated
+    if kind == "image_folder":
+        root = write_image_folder(tmp_path / "imgs", n=6, classes=1)
+        files = sorted((root / "class_0").glob("*.png"))
+        for i, data in broken.items():
+            files[i].write_bytes(data)
+        path = root
+    else:
+        cells = [broken.get(i, g) for i, g in enumerate(good)]
+        cells[5] = None  # a missing cell
+        broken[5] = None
+        path = tmp_path / "d.parquet"
+        pq.write_table(pa.table({"image": pa.array(cells, pa.binary()), "label": np.zeros(6, np.int64)}), path)
+    idx = index_source(SourceConfig(kind=kind, path=str(path), image_size=None, holdout_fraction=0.2))
+    ids = np.arange(6)
+    reader = open_reader(idx)
+    got = read_skipping(reader, ids, "train")
+    assert got.kept.tolist() == [i not in broken for i in range(6)]
+    assert [decode_id(im) for im in got.images] == [i for i in range(6) if i not in broken]
+    assert [sid for sid, _, _ in got.bad] == sorted(broken)
+    assert "truncated" in dict((sid, reason) for sid, _, reason in got.bad)[4]
+    with pytest.raises(SourceError, match="cannot decode image .*(img_00001.png|row 1)"):
+        reader.read(ids, "train")
