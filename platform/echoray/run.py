@@ -160,8 +160,7 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
                 "accuracy", "accuracy_tta", "loss", "lr", "fresh_examples", "trained_examples",
                 "duplicate_batch_fraction", "wait_fraction")}, step=ev["epoch"])
 
-        def on_event(ev: dict) -> None:
-            say(epoch_line(ev))
+        def on_event(ev: dict) -> None:  # final: no failure can replay it any more
             history.append(history_row(ev))
             log_epoch(ev)
             if hooks.on_epoch:
@@ -183,7 +182,8 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
                 say(f"a worker failed: worker group restarted from the checkpoint of epoch {r['from_epoch']}")
 
         collected = watch_fit(trainer.fit, collector, plan, cfg.train.stall_timeout_s, on_event, on_factor,
-                              on_restart=on_restart, final_since=resume.epoch if resume else 0)
+                              on_restart=on_restart, final_since=resume.epoch if resume else 0,
+                              on_progress=lambda ev: say(epoch_line(ev)))
         final = collected["final"]
         if final is None:
             raise RuntimeError("training ended without a final report from rank 0")

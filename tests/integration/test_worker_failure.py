@@ -58,6 +58,7 @@ def train_worker_pid():
 
 def test_killed_worker_is_replaced_and_counts_stay_exact(local_ray, tmp_path, sqlite_uri):
     cfg = load_config(None, [f"tracking.uri={sqlite_uri}", "scaling.max_failures=1", "audit.enabled=true",
+                             "train.checkpoint_min_interval_s=0",
                              "train.target=0.9", "train.max_epochs=20"])
     out = tmp_path / "run"
     thread, box = train_in_background(cfg, out)

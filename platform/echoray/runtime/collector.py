@@ -8,7 +8,7 @@ correct on a multi-node cluster where the driver's disk is not the workers'.
 
 Faults: an epoch is final once a checkpoint covers it (Ray Train's controller says
 so through `committed`), because a worker group that fails later restarts from that
-checkpoint and replays the epochs after it; `restored` then drops what the failed
+checkpoint and replays the epochs after it; `attempt_started` then drops what the failed
 attempt reported beyond the checkpoint, so nothing is counted twice. Errors that a
 retry cannot fix (bad data) are recorded by `fatal` so the driver stops at once.
 """
@@ -57,6 +57,7 @@ class RunCollector:
         self.n_train, self.max_bad_fraction = n_train, max_bad_fraction
         self.bad: dict[int, tuple[str, str]] = {}  # sample id -> (file, reason)
         self.seeded = bool(resume)
+        self.attempts = 0  # worker groups started
         if resume:  # a new driver continues a run: its checkpoint is the starting point
             self.commit = resume
             self.final_epoch = resume["epoch"]
@@ -137,18 +138,21 @@ class RunCollector:
     def add_audit(self, columns: dict[str, np.ndarray]) -> None:
         self.audit.append(columns)
 
-    def restored(self, epoch: int, steps: int, checkpoint_path: str | None) -> str | None:
-        """Rank 0 of a restarted worker group resumed from the checkpoint of `epoch`:
-        forget what the failed attempt reported after it. Returns the checkpoint the
-        training stream was built for, which must be the same one."""
+    def attempt_started(self, epoch: int, steps: int) -> str | None:
+        """Rank 0 of a worker group starts from the checkpoint of `epoch` (0: from scratch):
+        forget what an earlier attempt reported after it. Returns the checkpoint the
+        training stream was built for, which must be the one the workers restored."""
+        self.attempts += 1
         self.last_progress = time.time()
         for e in [e for e in self.by_epoch if e > epoch]:
             del self.by_epoch[e]
         self.audit = [{k: v[part["step"] < steps] for k, v in part.items()} for part in self.audit]
-        # The first restore of a resumed run is the resume itself, not a worker failure.
-        kind = "resume" if self.seeded and not self.recoveries else "restart"
-        self.recoveries.append({"kind": kind, "from_epoch": epoch, "steps": steps, "restored_at": time.time(),
-                                "first_step_at": None})
+        # The first attempt of a run resumed by a new driver is the resume, not a failure.
+        kind = "start" if self.attempts == 1 and not self.seeded else (
+            "resume" if self.attempts == 1 else "restart")
+        if kind != "start":
+            self.recoveries.append({"kind": kind, "from_epoch": epoch, "steps": steps,
+                                    "restored_at": time.time(), "first_step_at": None})
         return self.commit["checkpoint"].path if self.commit else None
 
     def finish(self, record: dict[str, Any]) -> None:

@@ -62,12 +62,14 @@ def watch_fit(
     poll_s: float = 0.5,
     on_restart: Callable[[dict], None] | None = None,
     final_since: int = 0,
+    on_progress: Callable[[dict], None] | None = None,
 ) -> dict[str, Any]:
     """Run `fit` in a thread; forward epoch events; raise StallError on no progress and
     DataError on bad data (at once: a worker-group retry would fail the same way).
 
-    `on_event` gets each epoch once, in order, when it is final: covered by a checkpoint
-    (a failed worker group replays the epochs after it) or when the fit has ended.
+    `on_progress` gets every epoch event as it comes (a replayed epoch again); `on_event`
+    gets each epoch once, in order, when it is final: covered by a checkpoint (a failed
+    worker group replays the epochs after it) or when the fit has ended.
     `final_since`: epochs already final before this fit (a resumed run).
     Returns the collector's last poll (with `final`, the rank-0 summary record).
     """
@@ -87,6 +89,9 @@ def watch_fit(
     while True:
         thread.join(timeout=poll_s)
         state = ray.get(collector.poll.remote(seen, seen_factors, final_since))
+        for ev in state["events"]:
+            if on_progress:
+                on_progress(ev)
         for ev in state["final_events"]:
             on_event(ev)
         for point in state["factor_history"]:

@@ -47,11 +47,18 @@ class Checkpointer:
         self.rank, self.world, self.consumed = rank, world, consumed
         self.start = start_epoch  # epochs before it are complete (their keys are dropped)
         self.every = cfg.train.checkpoint_every
+        self.min_interval_s = cfg.train.checkpoint_min_interval_s
+        self.last_saved = time.monotonic()  # this attempt's start counts as the last save
         self._expected: dict[int, int | None] = {}
         self._bad_seen = -1
 
     def due(self, epoch: int) -> bool:
-        return self.every > 0 and epoch % self.every == 0
+        """Every `checkpoint_every` epochs, once `checkpoint_min_interval_s` have passed;
+        rank 0's clock decides for all (every rank must report the same checkpoints)."""
+        if not (self.every > 0 and epoch % self.every == 0):
+            return False
+        ready = time.monotonic() - self.last_saved >= self.min_interval_s
+        return all_reduce_ints([int(ready) if self.rank == 0 else 0])[0] > 0
 
     def _start_epoch(self) -> int:
         """The first plan epoch that all ranks together have not wholly consumed."""
@@ -87,14 +94,17 @@ class Checkpointer:
                     "echo_factor": ray.get(self.collector.echo_factor.remote())}
         local = checkpoint.write(self.rank, model, opt, meta, rank_state, keys, pending, audit)
         checkpoint.report({"epoch": epoch, "steps": steps, "start_epoch": start}, local)
+        self.last_saved = time.monotonic()
 
 
 def restore_loop(ckpt, collector, rank: int, world: int, model, opt, counters, state: dict, history: list):
-    """Continue from the checkpoint Ray Train handed this worker group (None: a fresh start).
+    """Continue from the checkpoint Ray Train handed this worker group (None: from the start).
 
-    Rank 0 tells the collector, which drops what the failed attempt reported after the
+    Rank 0 tells the collector, which drops what an earlier attempt reported after the
     checkpoint and answers which checkpoint the training stream was built for."""
     if ckpt is None:
+        if rank == 0:  # a first start, or a restart before any checkpoint: from scratch
+            ray.get(collector.attempt_started.remote(0, 0))
         return None
     r = checkpoint.restore(ckpt, rank, world, model, opt)
     for k, v in r.rank["counters"].items():
@@ -104,7 +114,7 @@ def restore_loop(ckpt, collector, rank: int, world: int, model, opt, counters, s
         state[k] = r.rank[k]
     history[:] = r.meta["history"]
     if rank == 0:
-        origin = ray.get(collector.restored.remote(r.meta["epoch"], r.meta["steps"], ckpt.path))
+        origin = ray.get(collector.attempt_started.remote(r.meta["epoch"], r.meta["steps"]))
         if origin != ckpt.path:
             raise RuntimeError(f"the training stream was built for checkpoint {origin}, "
                                f"but Ray Train restored {ckpt.path}")
