@@ -72,17 +72,17 @@ def ray_head():
     """A Ray head on 127.0.0.1 with 2 CPUs and the dashboard (job server) on loopback."""
     tmp = Path(tempfile.mkdtemp(prefix="rayh", dir="/tmp"))
     gcs, dash = free_port(), free_port()
+    # Free ports for the agents too: with Ray's fixed defaults (52365, 10001, ...) a second
+    # cluster on this machine gets no job agent ("No available agent to submit job").
+    agents = [f"--{name}-port={free_port()}" for name in (
+        "dashboard-agent-listen", "dashboard-agent-grpc", "metrics-export", "runtime-env-agent", "ray-client-server")]
     cmd = [str(BIN / "ray"), "start", "--head", "--block", "--node-ip-address=127.0.0.1",
-           f"--port={gcs}", "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", "--num-cpus=2",
-           "--num-gpus=0", f"--temp-dir={tmp}", "--disable-usage-stats", "--include-dashboard=true",
-           # Ports of our own, so another Ray on this machine cannot take the job agent's.
-           f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
-           f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}",
-           f"--ray-client-server-port={free_port()}"]
+           f"--port={gcs}", "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", *agents, "--num-cpus=2",
+           "--num-gpus=0", f"--temp-dir={tmp}", "--disable-usage-stats", "--include-dashboard=true"]
     log = open(tmp / "head.log", "w")
     proc = subprocess.Popen(cmd, env=_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        _wait_http(f"http://127.0.0.1:{dash}/api/version", 120, proc)
+        _wait_http(f"http://127.0.0.1:{dash}/api/version", 300, proc)
         yield {"gcs": f"127.0.0.1:{gcs}", "dashboard": f"http://127.0.0.1:{dash}", "env": _env(),
                "token": _TOKEN.read_text()}
     finally:
@@ -102,7 +102,7 @@ def mlflow_server():
     log = open(tmp / "server.log", "w")
     proc = subprocess.Popen(cmd, env=_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        _wait_http(f"http://127.0.0.1:{port}/health", 120, proc)
+        _wait_http(f"http://127.0.0.1:{port}/health", 300, proc)  # 51 s seen at load 20
         yield f"http://127.0.0.1:{port}"
     finally:
         _stop(proc)

@@ -22,10 +22,10 @@ def prepared(raw) -> dict:
     return cfg
 
 
-def test_head_runs_no_work_and_both_worker_types_scale_from_zero(prepared):
+def test_work_is_tagged_to_worker_types_that_scale_from_zero(prepared):
     types = prepared["available_node_types"]
     assert set(types) == {"head", "cpu_worker", "gpu_worker"} and prepared["head_node_type"] == "head"
-    assert types["head"]["resources"] == {"CPU": 0}
+    assert types["head"]["resources"] == {"CPU": 2}  # small driver tasks only: it has no tag
     assert types["cpu_worker"]["resources"] == {"cpu_node": 1}
     assert types["gpu_worker"]["resources"] == {"gpu_node": 1}
     for name in ("cpu_worker", "gpu_worker"):
