@@ -152,10 +152,10 @@ class TrainConfig(Section):
     target: Fraction | None = 0.97  # null: no target, train until the budget is spent
     stall_timeout_s: Annotated[float, Field(gt=0)] = 180.0
     # A Ray Train checkpoint every N epochs (0: none): what worker retries and
-    # `echoray train --resume` continue from; at most one per checkpoint_min_interval_s
-    # (each costs up to Ray Train's 2 s report round trip). The last few are kept.
+    # `echoray train --resume` continue from; at most one per checkpoint_min_interval_s,
+    # so sub-second epochs do not wait on Ray Train's report round trip. The last few are kept.
     checkpoint_every: Annotated[int, Field(ge=0)] = 1
-    checkpoint_min_interval_s: Annotated[float, Field(ge=0)] = 60.0
+    checkpoint_min_interval_s: Annotated[float, Field(ge=0)] = 10.0
     checkpoints_to_keep: PositiveInt = 2
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from ray.train import (
@@ -23,6 +24,11 @@ from echoray.train.entry import train_loop_per_worker
 from echoray.train.groups import GroupedDataConfig
 
 TRAIN_RUN_NAME = "train"
+# Ray Train's controller takes a worker's report (checkpoint) only when it polls the
+# workers, every 2 s by default: a report waits for the previous one to be taken, so
+# epochs shorter than that were slowed to its pace (10 digits epochs: 7.5 s -> 18 s of
+# training). Polling every 0.5 s removes it (9.0 s) and notices a dead worker sooner.
+HEALTH_CHECK_INTERVAL = ("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5")
 
 
 def storage_path(run_dir: Path) -> Path:
@@ -43,6 +49,7 @@ def build_trainer(
     cfg: PipelineConfig, idx: SourceIndex, plan: ResourcePlan, use_gpu: bool, collector, run_dir: Path
 ) -> TorchTrainer:
     per_worker = {k: v for k, v in plan.per_worker.items() if k != "GPU"}
+    os.environ.setdefault(*HEALTH_CHECK_INTERVAL)  # read from the driver's environment at fit()
     return TorchTrainer(
         train_loop_per_worker,
         train_loop_config={"cfg": cfg.model_dump(mode="json"), "index": idx, "collector": collector},
