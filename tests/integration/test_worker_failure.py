@@ -76,9 +76,12 @@ def test_killed_worker_is_replaced_and_counts_stay_exact(local_ray, tmp_path, sq
 
     restarts = s["faults"]["worker_group_restarts"]
     assert len(restarts) == 1 and restarts[0]["from_epoch"] >= 2
+    failure = s["faults"]["worker_failures"][0]
     recovery_s = restarts[0]["first_step_at"] - killed_at
-    print(f"\nworker killed after epoch {restarts[0]['from_epoch']}; training again {recovery_s:.1f} s later")
-    assert s["faults"]["worker_failures"] and "rank 0" in s["faults"]["worker_failures"][0]["errors"]
+    print(f"\nworker killed after epoch {restarts[0]['from_epoch']}: failure seen "
+          f"{failure['detected_at'] - killed_at:.1f} s later, new worker restored from the checkpoint at "
+          f"{restarts[0]['restored_at'] - killed_at:.1f} s, training again at {recovery_s:.1f} s")
+    assert "rank 0" in failure["errors"] and 0 < failure["detected_at"] - killed_at < recovery_s
     assert train_worker_pid() is None  # the run's workers are gone (and were replaced once)
 
     # The target is reached, and every epoch has exactly the fresh examples of an unfailed run.

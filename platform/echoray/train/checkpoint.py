@@ -20,6 +20,7 @@ torch is imported inside the functions: Ray Train's controller reads the replay 
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -39,6 +40,17 @@ class Restored:
 
 def _unwrap(model):
     return getattr(model, "module", model)  # DistributedDataParallel wraps the net
+
+
+def quiet_report_log() -> None:
+    """Ray Train logs a line per report (checkpoint) at INFO from a logger named after its
+    file, which RunConfig(logging_config) does not reach; keep the console to our lines."""
+    try:
+        from ray.train.v2._internal.execution import context
+
+        logging.getLogger(context.__file__).setLevel(logging.WARNING)
+    except ImportError:  # a Ray without that module: its lines stay
+        pass
 
 
 def write(rank: int, model, opt, meta: dict | None, rank_state: dict, consumed: dict[int, np.ndarray],

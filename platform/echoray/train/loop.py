@@ -10,7 +10,6 @@ all-reduce and decide together whether the target or the budget is reached.
 
 from __future__ import annotations
 
-import logging
 import math
 import time
 import warnings
@@ -27,6 +26,7 @@ from echoray.data.augment import output_size
 from echoray.data.echo import batch_repeats
 from echoray.data.replay import ConsumedLog
 from echoray.seeds import STREAM_MODEL, STREAM_SAMPLER, derive_seed, to_int63
+from echoray.train import checkpoint
 from echoray.train.accounting import AuditBuffer, Counters
 from echoray.train.batch_augment import backward_views, make_views, view_keys
 from echoray.train.batching import pack_unique
@@ -95,7 +95,7 @@ def _dist_device():
 def run_worker(config: dict) -> None:
     # Ray Data hands out read-only arrays; the step only reads them (float() copies).
     warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-    _quiet_report_log()
+    checkpoint.quiet_report_log()
     cfg = PipelineConfig.model_validate(config["cfg"])
     idx, collector = config["index"], config["collector"]
     if ray.get(collector.is_aborted.remote()):
@@ -295,17 +295,6 @@ def run_worker(config: dict) -> None:
             "eval_s": state["eval_s"],
         })
     ray.get(collector.sync.remote())
-
-
-def _quiet_report_log() -> None:
-    """Ray Train logs a line per report (checkpoint) at INFO from a logger named after its
-    file, which RunConfig(logging_config) does not reach; keep the console to our lines."""
-    try:
-        from ray.train.v2._internal.execution import context
-
-        logging.getLogger(context.__file__).setLevel(logging.WARNING)
-    except ImportError:  # a Ray without that module: its lines stay
-        pass
 
 
 def _send_audit(collector, audit: AuditBuffer) -> None:
