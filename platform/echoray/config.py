@@ -157,6 +157,11 @@ class TrainConfig(Section):
     checkpoint_every: Annotated[int, Field(ge=0)] = 1
     checkpoint_min_interval_s: Annotated[float, Field(ge=0)] = 10.0
     checkpoints_to_keep: PositiveInt = 2
+    # Mixed precision of the train step (train/device.py): bf16 autocast runs on GPUs and
+    # CPUs; fp16 adds a gradient scaler and needs a GPU (refused before start otherwise).
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    channels_last: bool = False  # NHWC weights and inputs (tensor-core convolutions)
+    compile: bool = False  # torch.compile the model (see README: where it helps)
 
 
 class ScalingConfig(Section):
@@ -245,6 +250,8 @@ class PipelineConfig(Section):
                 "scaling.num_workers must be a multiple of batch_augmentation.copies "
                 f"in grouped mode (got {self.scaling.num_workers} and {m})"
             )
+        if self.train.precision == "fp16" and self.scaling.use_gpu is False:
+            raise ValueError("train.precision: fp16 needs a GPU, but scaling.use_gpu is false (use bf16 or fp32)")
         if self.scaling.max_failures and not self.train.checkpoint_every:
             raise ValueError(
                 "scaling.max_failures restarts workers from the last checkpoint: "

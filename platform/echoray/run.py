@@ -102,6 +102,9 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
     for note in placement_notes:
         say(note)
     use_gpu = resolve_gpu(cfg)
+    if cfg.train.precision == "fp16" and not use_gpu:
+        raise ConfigError("train.precision: fp16 needs a GPU and this run has none "
+                          "(scaling.use_gpu: auto found no GPU); use bf16 or fp32")
     plan = plan_resources(cfg, use_gpu)
     if local:
         missing = shortfall(plan.demand(), ray.cluster_resources())

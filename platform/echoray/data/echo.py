@@ -34,19 +34,23 @@ def echo_keys(seed: int, epoch: np.ndarray, sample_id: np.ndarray) -> np.ndarray
 
 
 def echo_rows(batch: dict[str, np.ndarray], factor: float, seed: int) -> dict[str, np.ndarray]:
-    """Repeat every row of a column batch; sets `echo_copy` = 0..count-1 per item."""
+    """Repeat every row of a column batch; sets `echo_copy` = 0..count-1 per item and
+    `echo_copies` = count, so a worker knows when it has trained an item's last copy
+    (exact fresh-example accounting, train/fresh.py)."""
     n = len(batch["sample_id"])
     if factor == math.floor(factor):  # integer e: no draws needed
         e = int(factor)
         if e == 1:
-            return batch
+            return {**batch, "echo_copies": np.ones(n, dtype=np.int64)}
         out = {k: np.repeat(v, e, axis=0) for k, v in batch.items()}
         out["echo_copy"] = np.tile(np.arange(e, dtype=np.int64), n)
+        out["echo_copies"] = np.full(n * e, e, dtype=np.int64)
         return out
     counts = copy_counts(echo_keys(seed, batch["epoch"], batch["sample_id"]), factor)
     out = {k: np.repeat(v, counts, axis=0) for k, v in batch.items()}
     starts = np.repeat(np.cumsum(counts) - counts, counts)
     out["echo_copy"] = (np.arange(int(counts.sum())) - starts).astype(np.int64)
+    out["echo_copies"] = np.repeat(counts, counts)
     return out
 
 

@@ -42,7 +42,7 @@ def augment_keys(seed: int, batch: dict[str, np.ndarray], per_copy: bool) -> np.
 
 
 class Preprocess:
-    """(epoch, chunk) rows -> samples: epoch, sample_id, label, image, echo_copy, aug_key."""
+    """(epoch, chunk) rows -> samples: epoch, sample_id, label, image, echo_copy, echo_copies, aug_key."""
 
     def __init__(self, idx: SourceIndex, chunk_size: int, remote: RemoteEmulation,
                  ops: list[AugmentOp] | None, seed: int, echo_stage: str, echo_factor: float | str,
@@ -82,6 +82,7 @@ class Preprocess:
             "label": got.labels,
             "image": got.images,
             "echo_copy": np.zeros(int(got.kept.sum()), dtype=np.int64),
+            "echo_copies": np.ones(int(got.kept.sum()), dtype=np.int64),  # set by the echo, if any
         }
 
     def _skip_bad(self, bad: list[tuple[int, str, str]]) -> None:

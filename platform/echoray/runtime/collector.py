@@ -106,7 +106,7 @@ class RunCollector:
         return self.aborted is not None
 
     # --- from train workers ---
-    def heartbeat(self, rank: int, step: int, trained: int, step_s: float) -> bool:
+    def heartbeat(self, rank: int, step: int, trained: int, step_s: float, fresh: int = 0) -> bool:
         """Progress from a worker; answers whether the run was aborted."""
         now = time.time()
         if self.first_step_at is None and step > 0:

@@ -45,8 +45,10 @@ def eval_view_keys(seed: int, eval_ids: np.ndarray, views: int) -> np.ndarray:
 
 
 def backward_views(model: torch.nn.Module, inputs: torch.Tensor, labels: torch.Tensor, copies: int,
-                   accumulate: bool) -> float:
-    """Forward/backward over B*M sample-major rows; returns the mean loss.
+                   accumulate: bool, backward=torch.Tensor.backward) -> torch.Tensor:
+    """Forward/backward over B*M sample-major rows; returns the mean loss as a device
+    tensor (a float() here would make the host wait for the GPU every step).
+    backward(loss): how to backpropagate (fp16 scales the loss first, train/device.py).
 
     accumulate: M passes over the B rows of view v (rows v, v+M, ...), each loss
     scaled by 1/M, so the summed gradient equals the M*B batch's (exactly, for
@@ -54,11 +56,11 @@ def backward_views(model: torch.nn.Module, inputs: torch.Tensor, labels: torch.T
     """
     if not (accumulate and copies > 1):
         loss = torch.nn.functional.cross_entropy(model(inputs), labels)
-        loss.backward()
-        return float(loss.detach())
-    total = 0.0
+        backward(loss)
+        return loss.detach()
+    total = torch.zeros((), device=inputs.device)
     for v in range(copies):
         loss_v = torch.nn.functional.cross_entropy(model(inputs[v::copies]), labels[v::copies]) / copies
-        loss_v.backward()
-        total += float(loss_v.detach())
+        backward(loss_v)
+        total += loss_v.detach().float()
     return total

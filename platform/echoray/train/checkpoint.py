@@ -39,7 +39,8 @@ class Restored:
 
 
 def _unwrap(model):
-    return getattr(model, "module", model)  # DistributedDataParallel wraps the net
+    model = getattr(model, "module", model)  # DistributedDataParallel wraps the net ...
+    return getattr(model, "_orig_mod", model)  # ... and torch.compile (train.compile) too
 
 
 def quiet_report_log() -> None:

@@ -21,7 +21,8 @@ READ_CHUNK = 512
 class Normalizer:
     """uint8 NHWC -> float NCHW, (x/255 - mean) / std, on the training device."""
 
-    def __init__(self, mean: list[float] | None, std: list[float] | None, channels: int, device):
+    def __init__(self, mean: list[float] | None, std: list[float] | None, channels: int, device,
+                 memory_format=None):
         mean = mean or [0.5] * channels
         std = std or [0.25] * channels
         if len(mean) != channels or len(std) != channels:
@@ -29,10 +30,11 @@ class Normalizer:
         self.mean = torch.tensor(mean, device=device).view(1, -1, 1, 1)
         self.std = torch.tensor(std, device=device).view(1, -1, 1, 1)
         self.device = device
+        self.memory_format = memory_format or torch.contiguous_format  # the model's (train.channels_last)
 
     def __call__(self, images: torch.Tensor) -> torch.Tensor:
         x = images.to(self.device, non_blocking=True).permute(0, 3, 1, 2).float().div_(255.0)
-        return (x - self.mean) / self.std
+        return ((x - self.mean) / self.std).contiguous(memory_format=self.memory_format)
 
 
 def center_crop(images: torch.Tensor, size: int) -> torch.Tensor:

@@ -97,24 +97,19 @@ class Checkpointer:
         self.last_saved = time.monotonic()
 
 
-def restore_loop(ckpt, collector, rank: int, world: int, model, opt, counters, state: dict, history: list):
-    """Continue from the checkpoint Ray Train handed this worker group (None: from the start).
+def restore_loop(ckpt, link, rank: int, world: int, model, opt):
+    """Load the checkpoint Ray Train handed this worker group into model and optimizer
+    (None: start from scratch); the loop state is read from it by WorkerLoop.restore.
 
     Rank 0 tells the collector, which drops what an earlier attempt reported after the
     checkpoint and answers which checkpoint the training stream was built for."""
     if ckpt is None:
         if rank == 0:  # a first start, or a restart before any checkpoint: from scratch
-            ray.get(collector.attempt_started.remote(0, 0))
+            link.ask("attempt_started", 0, 0)
         return None
     r = checkpoint.restore(ckpt, rank, world, model, opt)
-    for k, v in r.rank["counters"].items():
-        setattr(counters, k, v)
-    state.update({k: v for k, v in r.meta["state"].items() if k != "elapsed_s"})
-    for k in ("dup_batches", "batches", "batch_index"):
-        state[k] = r.rank[k]
-    history[:] = r.meta["history"]
     if rank == 0:
-        origin = ray.get(collector.attempt_started.remote(r.meta["epoch"], r.meta["steps"]))
+        origin = link.ask("attempt_started", r.meta["epoch"], r.meta["steps"])
         if origin != ckpt.path:
             raise RuntimeError(f"the training stream was built for checkpoint {origin}, "
                                f"but Ray Train restored {ckpt.path}")

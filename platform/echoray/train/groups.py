@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 from ray.train import DataConfig
 
-INT_FIELDS = ("epoch", "sample_id", "label", "echo_copy", "aug_key")
+INT_FIELDS = ("epoch", "sample_id", "label", "echo_copy", "echo_copies", "aug_key")
 
 
 class GroupedDataConfig(DataConfig):

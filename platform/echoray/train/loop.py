@@ -1,4 +1,8 @@
-"""The per-worker training loop that Ray Train runs (via train/entry.py).
+"""The per-worker training loop as a recipe (in the manner of torchtune's recipes):
+`WorkerLoop.setup / restore / train / step / evaluate / save_checkpoint / finish`, its
+counters in one LoopState (train/loop_state.py). `run_worker` is the thin Ray adapter
+that Ray Train runs (via train/entry.py); the loop itself takes its collector link,
+collectives and input batches as arguments, so it also runs without Ray.
 
 One pass over the run's single multi-epoch stream (`train.max_epochs` epochs of
 reads; the run ends when it is consumed). An "epoch" on the worker is a
@@ -13,29 +17,27 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import asdict
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
-import ray.train
-import ray.train.torch
 import torch
-import torch.distributed as dist
 
 from echoray.config import PipelineConfig
 from echoray.data.augment import output_size
-from echoray.data.echo import batch_repeats
 from echoray.data.replay import ConsumedLog
 from echoray.seeds import STREAM_MODEL, STREAM_SAMPLER, derive_seed, to_int63
-from echoray.train import checkpoint
-from echoray.train.accounting import AuditBuffer, Counters
+from echoray.train.accounting import AuditBuffer
 from echoray.train.batch_augment import backward_views, make_views, view_keys
 from echoray.train.batching import pack_unique
-from echoray.train.evaluate import EvalSet, Normalizer, all_reduce_ints
-from echoray.train.faults import Checkpointer, RunAborted, restore_loop
+from echoray.train.device import LossMeter, Precision, ToDevice, memory_format
+from echoray.train.evaluate import Normalizer
+from echoray.train.faults import RunAborted
 from echoray.train.ghost_bn import use_ghost_batch_norm
-from echoray.train.groups import broadcast_batches, make_groups
+from echoray.train.loop_state import LoopState
 from echoray.train.models import build_model
 from echoray.train.optim import build_optimizer, lr_multiplier, set_lr
+from echoray.train.worker_link import BatchEchoDraws, Collectives, FreshClock
 
 HEARTBEAT_S = 0.5
 
@@ -64,240 +66,337 @@ def has_duplicates(batch: dict[str, np.ndarray]) -> bool:
     return len(np.unique(pairs)) < len(pairs)
 
 
-class Repeats:
-    """How often batch echoing repeats each batch; identical on every worker."""
+@dataclass
+class WorkerEnv:
+    """What the loop needs from its surroundings: Ray supplies it in run_worker; tests and
+    benchmarks supply a LocalLink, Collectives.single() and an in-memory iterator."""
 
-    def __init__(self, cfg: PipelineConfig, collector, rank: int, world: int):
-        self.enabled = cfg.echo.stage == "batch"
-        self.auto = cfg.echo.factor == "auto"
-        self.factor = 1.0 if self.auto else cfg.echo.factor
-        self.seed, self.collector, self.rank, self.world = cfg.seed, collector, rank, world
-
-    def __call__(self, batch_index: int) -> int:
-        if not self.enabled:
-            return 1
-        if self.auto:  # rank 0 reads the live factor; everyone uses its draw
-            if self.rank == 0:
-                self.factor = ray.get(self.collector.echo_factor.remote())
-            n = batch_repeats(self.seed, batch_index, self.factor)
-            if self.world > 1:
-                t = torch.tensor([n], dtype=torch.int64, device=_dist_device())
-                dist.broadcast(t, src=0)
-                n = int(t.item())
-            return n
-        return batch_repeats(self.seed, batch_index, self.factor)
+    rank: int
+    world: int
+    device: torch.device
+    link: object  # CollectorLink or LocalLink (train/worker_link.py)
+    comm: Collectives
+    wrap_model: Callable[[torch.nn.Module], torch.nn.Module]  # DDP + device (ray.train.torch.prepare_model)
+    evaluator: object  # EvalSet-like: evaluate(model, normalize, batch_size) -> (correct, total, tta_correct)
+    checkpointer: object | None = None  # train/faults.py Checkpointer; None: no checkpoints
 
 
-def _dist_device():
-    return torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else "cpu"
+class WorkerLoop:
+    def __init__(self, cfg: PipelineConfig, env: WorkerEnv, *, n_train: int, channels: int, num_classes: int,
+                 image_size: int | None = None):
+        self.cfg, self.env = cfg, env
+        self.image_size = image_size  # of the images in a batch (grouped mode broadcasts them)
+        self.rank, self.world, self.device = env.rank, env.world, torch.device(env.device)
+        self.n_train, self.channels, self.num_classes = n_train, channels, num_classes
+        ba = cfg.batch_augmentation
+        self.copies = ba.copies
+        self.grouped = ba.mode == "grouped"
+        self.group, self.member = (self.rank // self.copies, self.rank % self.copies) if self.grouped \
+            else (self.rank, 0)
+        self.reads = not self.grouped or self.member == 0  # in a group only the first worker reads
+        on_worker = cfg.preprocess.augment.on == "worker"
+        self.ops = cfg.preprocess.augment.ops if on_worker else []
+        self.views_on_worker = on_worker or self.copies > 1
+        self.spe = steps_per_epoch(cfg, n_train, self.world)
+        self.state = LoopState()
+        self.history: list[dict] = []  # rank 0's epoch records, kept in checkpoints for a resumed driver
+        self.audit = AuditBuffer(cfg.audit.enabled)
+        self.consumed = ConsumedLog()
+        self.pending: tuple | None = None  # (batch, next repeat, repeats) cut short by a checkpoint
+        self.loss = LossMeter()
+        self.t_start = time.time()
+        self.t_first: float | None = None
+        self._last_beat = 0.0
 
+    # --- setup and restore ---
+    def setup(self) -> None:
+        # Ray Data hands out read-only arrays; the step only reads them (float() copies).
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        cfg, t = self.cfg, self.cfg.train
+        torch.manual_seed(derive_seed(cfg.seed, STREAM_MODEL))
+        net = build_model(cfg.model, self.channels, self.num_classes)
+        if cfg.model.ghost_batch_size:
+            net = use_ghost_batch_norm(net, cfg.model.ghost_batch_size)
+        self.fmt = memory_format(t.channels_last)
+        net = net.to(memory_format=self.fmt)
+        if t.compile:
+            net = torch.compile(net)
+        self.model = self.env.wrap_model(net)
+        self.opt = build_optimizer(self.model.parameters(), cfg.optimizer)
+        self.precision = Precision(t.precision, self.device)
+        self.normalize = Normalizer(cfg.preprocess.mean, cfg.preprocess.std, self.channels, self.device,
+                                    memory_format=self.fmt)
+        self.to_device = ToDevice(self.device)
+        self.repeats = BatchEchoDraws(cfg.seed, cfg.echo.factor, self.rank, self.env.link,
+                                      self.env.comm.broadcast_float) if cfg.echo.stage == "batch" else None
+        n_readers = self.world // self.copies if self.grouped else self.world
+        by_fresh = cfg.echo.factor == "auto" and cfg.echo.stage != "batch"
+        self.clock = FreshClock(self.n_train, n_readers * t.batch_size, self.env.comm.all_reduce_ints) \
+            if by_fresh else None
 
-def run_worker(config: dict) -> None:
-    # Ray Data hands out read-only arrays; the step only reads them (float() copies).
-    warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-    checkpoint.quiet_report_log()
-    cfg = PipelineConfig.model_validate(config["cfg"])
-    idx, collector = config["index"], config["collector"]
-    if ray.get(collector.is_aborted.remote()):
-        return  # a worker group restarted after the driver gave up: end the fit at once
-    ctx = ray.train.get_context()
-    rank, world = ctx.get_world_rank(), ctx.get_world_size()
-    t_start = time.time()
+    def restore(self, restored) -> None:
+        """Continue from a checkpoint (train/checkpoint.py Restored; model and optimizer
+        are already loaded); None: from the start."""
+        if restored is None:
+            return
+        self.state = LoopState.from_checkpoint(restored.meta["state"], restored.rank)
+        self.precision.load_state_dict(self.state.amp_scaler)
+        self.history[:] = restored.meta["history"]
+        self.t_start = time.time() - self.state.elapsed_s  # elapsed time continues
+        self.consumed = ConsumedLog(restored.consumed)
+        if restored.pending is not None:
+            self.pending = (restored.pending, self.state.next_rep, self.state.reps)
 
-    torch.manual_seed(derive_seed(cfg.seed, STREAM_MODEL))
-    device = ray.train.torch.get_device()
-    net = build_model(cfg.model, idx.channels, idx.num_classes)
-    if cfg.model.ghost_batch_size:
-        net = use_ghost_batch_norm(net, cfg.model.ghost_batch_size)
-    model = ray.train.torch.prepare_model(net)
-    opt = build_optimizer(model.parameters(), cfg.optimizer)
-    normalize = Normalizer(cfg.preprocess.mean, cfg.preprocess.std, idx.channels, device)
-    ba = cfg.batch_augmentation
-    eval_set = EvalSet(idx, rank, world, output_size(idx.image_size, cfg.preprocess.augment.ops),
-                       tta=(cfg.seed, ba.tta_views, cfg.preprocess.augment.ops) if ba.tta_views else None)
-    on_worker = cfg.preprocess.augment.on == "worker"
-    ops = cfg.preprocess.augment.ops if on_worker else []
-    copies = ba.copies
-    views_on_worker = on_worker or copies > 1
+    def input_batches(self, source: Iterable[dict] | None) -> Iterator[dict[str, np.ndarray]]:
+        """Exact batch sizes keep workers in step; separate echoed copies if asked; in
+        grouped mode the group's reader broadcasts every batch to its members."""
+        cfg = self.cfg
+        batches = source
+        if self.reads:
+            separate = cfg.echo.separate_copies and cfg.echo.stage in ("before_augment", "after_augment")
+            batches = pack_unique(source, cfg.train.batch_size, max_carry=None if separate else 0)
+        if self.grouped:
+            from echoray.train.groups import broadcast_batches, make_groups
 
-    n_train = len(idx.train_ids)
-    spe = steps_per_epoch(cfg, n_train, world)
-    by_fresh = cfg.echo.factor == "auto" and cfg.echo.stage != "batch"
-    repeats = Repeats(cfg, collector, rank, world)
-    counters, audit = Counters(), AuditBuffer(cfg.audit.enabled)
-    state = {"epoch": 0, "best": 0.0, "acc": float("nan"), "to_target": None, "reason": "max_epochs of data consumed",
-             "loss_sum": 0.0, "loss_n": 0, "dup_batches": 0, "batches": 0, "eval_step": 0,
-             "eval_s": 0.0, "batch_index": 0, "train_s": 0.0}
-    history: list[dict] = []  # rank 0's epoch records, kept in checkpoints for a resumed driver
-    restored = restore_loop(ray.train.get_checkpoint(), collector, rank, world, model, opt, counters, state,
-                            history)
-    t_start -= restored.meta["state"]["elapsed_s"] if restored else 0.0  # elapsed time continues
-    pending = restored.pending if restored else None
-    consumed = ConsumedLog(restored.consumed if restored else None)
-    checkpointer = Checkpointer(cfg, idx, collector, rank, world, consumed,
-                                restored.meta["start_epoch"] if restored else 0)
-    grouped = ba.mode == "grouped"
-    group, member = (rank // copies, rank % copies) if grouped else (rank, 0)
-    reads = not grouped or member == 0  # in a group only the first worker reads
-    shard = ray.train.get_dataset_shard("train")
-    batches = None
-    if reads:
-        batches = shard.iter_batches(
-            batch_size=cfg.train.batch_size, batch_format="numpy", drop_last=True,
-            local_shuffle_buffer_size=shuffle_buffer_rows(cfg),
-            local_shuffle_seed=derive_seed(cfg.seed, STREAM_SAMPLER, group), prefetch_batches=2,
-        )
-    last_beat = 0.0
+            pg = make_groups(self.world, self.copies)[self.group]
+            shape = (self.image_size, self.image_size, self.channels)
+            batches = broadcast_batches(batches, pg, self.group * self.copies, shape, cfg.train.batch_size)
+        return batches
 
-    def train_s() -> float:  # time since the first batch arrived, over all attempts
-        return state["train_s"] + (time.perf_counter() - t_first if t_first is not None else 0.0)
+    # --- training ---
+    def train_s(self) -> float:
+        """Time since the first batch arrived, over all attempts."""
+        return self.state.train_s + (time.perf_counter() - self.t_first if self.t_first is not None else 0.0)
 
-    def evaluate_and_decide() -> bool:
-        state["epoch"] += 1
-        state["eval_step"] = counters.steps
-        t_eval = time.perf_counter()
-        correct, total, tta_correct = eval_set.evaluate(model, normalize, cfg.train.batch_size)
-        state["eval_s"] += time.perf_counter() - t_eval
-        fresh_all, trained_all, dups, nb = all_reduce_ints(
-            [counters.fresh, counters.trained, state["dup_batches"], state["batches"]])
-        acc = correct / total
-        state["acc"], state["best"] = acc, max(state["best"], acc)
-        record = {
-            "epoch": state["epoch"], "step": counters.steps, "accuracy": acc,
-            "loss": state["loss_sum"] / max(state["loss_n"], 1), "lr": opt.param_groups[0]["lr"],
-            "accuracy_tta": tta_correct / total if ba.tta_views else None,
-            "fresh_examples": fresh_all, "trained_examples": trained_all,
-            "duplicate_batch_fraction": dups / max(nb, 1),
-            "elapsed_s": time.time() - t_start, "time": time.time(),
-            "train_s": train_s(),
-            "wait_fraction": counters.wait_s / max(counters.wait_s + counters.step_s, 1e-9),
-        }
-        state["loss_sum"], state["loss_n"] = 0.0, 0
-        if not math.isfinite(record["loss"]):  # NaN weights: every later epoch would be wasted
-            raise FloatingPointError(f"training diverged: mean loss {record['loss']} in epoch {state['epoch']} "
-                                     f"(optimizer.lr={cfg.optimizer.lr}); lower optimizer.lr")
-        stop = True
-        if cfg.train.target is not None and acc >= cfg.train.target:
-            state["to_target"], state["reason"] = record, "target reached"
-        elif cfg.train.max_fresh_examples and fresh_all >= cfg.train.max_fresh_examples:
-            state["reason"] = "max_fresh_examples reached"
-        else:
-            stop = False
-        if rank == 0:
-            history.append(record)
-            collector.event.remote(record)
-        _send_audit(collector, audit)
-        return stop
-
-    def save_checkpoint(pending_batch: tuple | None) -> None:
-        keep = ("epoch", "best", "acc", "to_target", "reason", "eval_step", "eval_s")
-        checkpointer.save(
-            model=model, opt=opt, epoch=state["epoch"], steps=counters.steps, history=history,
-            loop_state={**{k: state[k] for k in keep}, "elapsed_s": time.time() - t_start, "train_s": train_s()},
-            rank_state={"counters": asdict(counters), "dup_batches": state["dup_batches"],
-                        "batches": state["batches"], "batch_index": state["batch_index"],
-                        "next_rep": pending_batch[1] if pending_batch else 0,
-                        "reps": pending_batch[2] if pending_batch else 0},
-            pending=pending_batch[0] if pending_batch else None, audit=audit.take_for_checkpoint())
-
-    def epoch_due() -> bool:
-        if not by_fresh:
-            return counters.steps % spe == 0
-        (fresh_all,) = all_reduce_ints([counters.fresh])
-        return fresh_all >= (state["epoch"] + 1) * n_train
-
-    if reads:  # exact batch sizes keep workers in step; separate echoed copies if asked
-        separate = cfg.echo.separate_copies and cfg.echo.stage in ("before_augment", "after_augment")
-        batches = pack_unique(batches, cfg.train.batch_size, max_carry=None if separate else 0)
-    if grouped:
-        pg = make_groups(world, copies)[group]
-        shape = (idx.image_size, idx.image_size, idx.channels)
-        batches = broadcast_batches(batches, pg, group * copies, shape, cfg.train.batch_size)
-
-    def work():  # (batch, first repeat, repeats or None): a batch cut short by a checkpoint first
-        if pending is not None:
-            yield pending, restored.rank["next_rep"], restored.rank["reps"]
+    def _work(self, batches):  # (batch, first repeat, repeats or None): a batch cut short by a checkpoint first
+        if self.pending is not None:
+            yield self.pending
+            self.pending = None
         for b in batches:
             yield b, 0, None
 
-    model.train()
-    stop = False
-    t_wait = time.perf_counter()
-    t_first = None
-    for batch, first_rep, reps in work():
-        waited = time.perf_counter() - t_wait
-        if t_first is None:
-            t_first, waited = time.perf_counter(), 0.0  # pipeline start-up is not a wait
-        if first_rep == 0:
-            state["batches"] += 1
-            state["dup_batches"] += has_duplicates(batch)
-            if reads:
-                consumed.add(batch["epoch"], batch["sample_id"], batch["echo_copy"])
-        images = torch.from_numpy(batch["image"])
-        labels = torch.as_tensor(np.array(batch["label"]), device=device)
-        n = len(labels)
-        if views_on_worker:  # M views per sample (M = 1: plain worker-side augmentation)
-            keys = view_keys(cfg.seed, batch, cfg.echo.stage == "before_augment", member, copies)
-            images = make_views(images.to(device, non_blocking=True), keys, copies, ops)
-            labels = labels.repeat_interleave(copies) if copies > 1 else labels
+    def train(self, batches: Iterable[dict]) -> bool:
+        """Every step of the stream; True when the target or the budget stopped the run."""
+        s = self.state
+        self.model.train()
+        t_wait = time.perf_counter()
+        for batch, first_rep, reps in self._work(batches):
+            waited = time.perf_counter() - t_wait
+            if self.t_first is None:
+                self.t_first, waited = time.perf_counter(), 0.0  # pipeline start-up is not a wait
+            if first_rep == 0:
+                self.record_batch(batch)
+            inputs, labels, aug_key = self.make_inputs(batch)
+            if reps is None:
+                reps = self.repeats(s.batch_index) if self.repeats is not None else 1
+                s.batch_index += 1
+            for rep in range(first_rep, reps):
+                t0 = time.perf_counter()
+                self.step(inputs, labels)
+                fresh = s.fresh.observe(batch["epoch"], batch["sample_id"], batch["echo_copies"]) \
+                    if (rep == 0 and self.reads) else 0
+                s.counters.add_step(fresh, len(labels), waited if rep == first_rep else 0.0,
+                                    time.perf_counter() - t0)
+                self.record_audit(batch, aug_key, rep, reps)
+                self.heartbeat()
+                if self.epoch_due():
+                    if self.evaluate():
+                        return True
+                    if self.env.checkpointer is not None and self.env.checkpointer.due(s.epoch):
+                        self.save_checkpoint((batch, rep + 1, reps) if rep + 1 < reps else None)
+            t_wait = time.perf_counter()
+        return False
+
+    def record_batch(self, batch: dict[str, np.ndarray]) -> None:
+        self.state.batches += 1
+        self.state.dup_batches += has_duplicates(batch)
+        if self.reads:
+            self.consumed.add(batch["epoch"], batch["sample_id"], batch["echo_copy"])
+
+    def make_inputs(self, batch: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+        """(normalised inputs, labels, augmentation keys) on the device. Batch augmentation
+        lives here: M views per sample (M = 1: plain worker-side augmentation)."""
+        images = self.to_device("image", batch["image"])
+        labels = self.to_device("label", np.asarray(batch["label"], dtype=np.int64))
+        if self.views_on_worker:
+            keys = view_keys(self.cfg.seed, batch, self.cfg.echo.stage == "before_augment", self.member,
+                             self.copies)
+            images = make_views(images, keys, self.copies, self.ops)
+            labels = labels.repeat_interleave(self.copies) if self.copies > 1 else labels
             aug_key = to_int63(keys)
         else:
             aug_key = np.asarray(batch["aug_key"])
-        if reps is None:
-            reps = repeats(state["batch_index"])
-            state["batch_index"] += 1
-        for rep in range(first_rep, reps):
-            t0 = time.perf_counter()
-            set_lr(opt, cfg.optimizer.lr, lr_multiplier(counters.steps / spe, cfg.train.max_epochs, cfg.schedule))
-            opt.zero_grad(set_to_none=True)
-            loss_value = backward_views(model, normalize(images), labels, copies, ba.accumulate)
-            opt.step()
-            state["loss_sum"] += loss_value
-            state["loss_n"] += 1
-            fresh = int((batch["echo_copy"] == 0).sum()) if (rep == 0 and reads) else 0
-            counters.add_step(fresh, n * copies, waited if rep == first_rep else 0.0, time.perf_counter() - t0)
-            if audit.enabled:  # building the rows costs copies per step: only when asked
-                audit.add(
-                    epoch=np.repeat(batch["epoch"], copies), step=counters.steps - 1, worker=rank,
-                    group=group, sample_id=np.repeat(batch["sample_id"], copies),
-                    view=np.repeat(batch["echo_copy"], copies) if reps == 1 else rep,
-                    ba_view=np.tile(np.arange(copies), n), aug_key=aug_key,
-                )
-            now = time.perf_counter()
-            if counters.steps == 1 or now - last_beat >= HEARTBEAT_S:
-                if ray.get(collector.heartbeat.remote(rank, counters.steps, counters.trained, counters.step_s)):
-                    raise RunAborted("the driver stopped this run")
-                last_beat = now
-            if epoch_due():
-                if evaluate_and_decide():
-                    stop = True
-                    break
-                if checkpointer.due(state["epoch"]):
-                    save_checkpoint((batch, rep + 1, reps) if rep + 1 < reps else None)
-        if stop:
-            break
-        t_wait = time.perf_counter()
-    if not stop and counters.steps > state["eval_step"]:
-        evaluate_and_decide()  # the stream ended inside an epoch: score what was trained
+        return self.normalize(images), labels, aug_key
 
-    loop_s = train_s()
-    fresh_all, trained_all, dups, nb = all_reduce_ints(
-        [counters.fresh, counters.trained, state["dup_batches"], state["batches"]])
-    collector.heartbeat.remote(rank, counters.steps, counters.trained, counters.step_s)
-    _send_audit(collector, audit)
-    if rank == 0:
-        collector.finish.remote({
-            "epochs": state["epoch"], "steps": counters.steps, "fresh_examples": fresh_all,
-            "trained_examples": trained_all, "best_accuracy": state["best"], "last_accuracy": state["acc"],
-            "to_target": state["to_target"], "stop_reason": state["reason"], "world_size": world,
-            "wait_s": counters.wait_s, "step_s": counters.step_s, "device": str(device),
-            "duplicate_batch_fraction": dups / max(nb, 1), "loop_s": loop_s,
-            "eval_s": state["eval_s"],
-        })
-    ray.get(collector.sync.remote())
+    def step(self, inputs: torch.Tensor, labels: torch.Tensor) -> None:
+        """One optimizer step; the loss stays on the device (read at the next evaluation)."""
+        cfg = self.cfg
+        set_lr(self.opt, cfg.optimizer.lr,
+               lr_multiplier(self.state.counters.steps / self.spe, cfg.train.max_epochs, cfg.schedule))
+        self.opt.zero_grad(set_to_none=True)
+        with self.precision.autocast():
+            loss = backward_views(self.model, inputs, labels, self.copies, cfg.batch_augmentation.accumulate,
+                                  backward=self.precision.backward)
+        self.precision.step(self.opt)
+        self.loss.add(loss)
+
+    def record_audit(self, batch, aug_key, rep: int, reps: int) -> None:
+        if not self.audit.enabled:  # building the rows costs copies per step: only when asked
+            return
+        m, n = self.copies, len(batch["sample_id"])
+        self.audit.add(
+            epoch=np.repeat(batch["epoch"], m), step=self.state.counters.steps - 1, worker=self.rank,
+            group=self.group, sample_id=np.repeat(batch["sample_id"], m),
+            view=np.repeat(batch["echo_copy"], m) if reps == 1 else rep,
+            ba_view=np.tile(np.arange(m), n), aug_key=aug_key,
+        )
+
+    def heartbeat(self) -> None:
+        """Progress to the collector every HEARTBEAT_S, without waiting for its reply."""
+        c = self.state.counters
+        now = time.perf_counter()
+        if c.steps == 1 or now - self._last_beat >= HEARTBEAT_S:
+            if self.env.link.beat(self.rank, c.steps, c.trained, c.step_s, fresh=c.fresh):
+                raise RunAborted("the driver stopped this run")
+            self._last_beat = now
+
+    def epoch_due(self) -> bool:
+        c = self.state.counters
+        if self.clock is None:
+            return c.steps % self.spe == 0
+        return self.clock.due(c.steps, self.state.epoch, c.fresh)
+
+    # --- evaluation, checkpoints, the end ---
+    def global_counts(self) -> tuple[int, int, int, int]:
+        """(fresh, trained, duplicate batches, batches) over all ranks; fresh made exact first."""
+        s = self.state
+        if self.world > 1:
+            s.counters.fresh += s.fresh.reconcile(self.rank, self.env.comm.gather, keep=self.reads)
+        return tuple(self.env.comm.all_reduce_ints(
+            [s.counters.fresh, s.counters.trained, s.dup_batches, s.batches]))
+
+    def evaluate(self) -> bool:
+        """Score the held-out split, record the epoch, decide together whether to stop."""
+        s, cfg = self.state, self.cfg
+        s.epoch += 1
+        s.eval_step = s.counters.steps
+        t_eval = time.perf_counter()
+        with self.precision.autocast():
+            correct, total, tta_correct = self.env.evaluator.evaluate(self.model, self.normalize,
+                                                                      cfg.train.batch_size)
+        s.eval_s += time.perf_counter() - t_eval
+        fresh_all, trained_all, dups, nb = self.global_counts()
+        acc = correct / total
+        s.acc, s.best = acc, max(s.best, acc)
+        c = s.counters
+        record = {
+            "epoch": s.epoch, "step": c.steps, "accuracy": acc,
+            "loss": self.loss.take_mean(), "lr": self.opt.param_groups[0]["lr"],
+            "accuracy_tta": tta_correct / total if cfg.batch_augmentation.tta_views else None,
+            "fresh_examples": fresh_all, "trained_examples": trained_all,
+            "duplicate_batch_fraction": dups / max(nb, 1),
+            "elapsed_s": time.time() - self.t_start, "time": time.time(),
+            "train_s": self.train_s(),
+            "wait_fraction": c.wait_s / max(c.wait_s + c.step_s, 1e-9),
+        }
+        if not math.isfinite(record["loss"]):  # NaN weights: every later epoch would be wasted
+            raise FloatingPointError(f"training diverged: mean loss {record['loss']} in epoch {s.epoch} "
+                                     f"(optimizer.lr={cfg.optimizer.lr}); lower optimizer.lr")
+        stop = True
+        if cfg.train.target is not None and acc >= cfg.train.target:
+            s.to_target, s.reason = record, "target reached"
+        elif cfg.train.max_fresh_examples and fresh_all >= cfg.train.max_fresh_examples:
+            s.reason = "max_fresh_examples reached"
+        else:
+            stop = False
+        if self.rank == 0:
+            self.history.append(record)
+            self.env.link.send("event", record)
+        self.send_audit()
+        return stop
+
+    def save_checkpoint(self, pending: tuple | None) -> None:
+        """Every rank, at the same step: model, optimizer, LoopState, consumed rows, audit."""
+        s = self.state
+        run_part, rank_part = s.to_checkpoint(
+            elapsed_s=time.time() - self.t_start, train_s=self.train_s(),
+            next_rep=pending[1] if pending else 0, reps=pending[2] if pending else 0,
+            amp_scaler=self.precision.state_dict())
+        self.env.checkpointer.save(
+            model=self.model, opt=self.opt, epoch=s.epoch, steps=s.counters.steps, history=self.history,
+            loop_state=run_part, rank_state=rank_part, pending=pending[0] if pending else None,
+            audit=self.audit.take_for_checkpoint())
+
+    def send_audit(self) -> None:
+        rows = self.audit.drain()
+        if rows is not None:
+            self.env.link.send("add_audit", rows)
+
+    def finish(self, stopped: bool) -> dict | None:
+        """Score a last partial epoch, send the final counts (rank 0: the run's record)."""
+        s = self.state
+        if not stopped and s.counters.steps > s.eval_step:
+            self.evaluate()  # the stream ended inside an epoch: score what was trained
+        loop_s = self.train_s()
+        fresh_all, trained_all, dups, nb = self.global_counts()
+        c = s.counters
+        self.env.link.send("heartbeat", self.rank, c.steps, c.trained, c.step_s, fresh=c.fresh)
+        self.send_audit()
+        final = None
+        if self.rank == 0:
+            final = {
+                "epochs": s.epoch, "steps": c.steps, "fresh_examples": fresh_all,
+                "trained_examples": trained_all, "best_accuracy": s.best, "last_accuracy": s.acc,
+                "to_target": s.to_target, "stop_reason": s.reason, "world_size": self.world,
+                "wait_s": c.wait_s, "step_s": c.step_s, "device": str(self.device),
+                "duplicate_batch_fraction": dups / max(nb, 1), "loop_s": loop_s,
+                "eval_s": s.eval_s,
+            }
+            self.env.link.send("finish", final)
+        self.env.link.ask("sync")
+        return final
+
+    def run(self, source: Iterable[dict] | None, restored=None) -> dict | None:
+        """The whole recipe, after setup(): restore, train until stopped or the stream ends, finish."""
+        self.restore(restored)
+        stopped = self.train(self.input_batches(source))
+        return self.finish(stopped)
 
 
-def _send_audit(collector, audit: AuditBuffer) -> None:
-    rows = audit.drain()
-    if rows is not None:
-        collector.add_audit.remote(rows)
+def run_worker(config: dict) -> None:
+    """Ray Train's per-worker function: the Ray pieces around a WorkerLoop."""
+    import ray.train
+    import ray.train.torch
+
+    from echoray.train import checkpoint
+    from echoray.train.evaluate import EvalSet
+    from echoray.train.faults import Checkpointer, restore_loop
+    from echoray.train.worker_link import CollectorLink
+
+    checkpoint.quiet_report_log()
+    cfg = PipelineConfig.model_validate(config["cfg"])
+    idx, link = config["index"], CollectorLink(config["collector"])
+    if link.ask("is_aborted"):
+        return  # a worker group restarted after the driver gave up: end the fit at once
+    ctx = ray.train.get_context()
+    rank, world = ctx.get_world_rank(), ctx.get_world_size()
+    ba = cfg.batch_augmentation
+    evaluator = EvalSet(idx, rank, world, output_size(idx.image_size, cfg.preprocess.augment.ops),
+                        tta=(cfg.seed, ba.tta_views, cfg.preprocess.augment.ops) if ba.tta_views else None)
+    env = WorkerEnv(rank, world, ray.train.torch.get_device(), link, Collectives.torch_distributed(),
+                    ray.train.torch.prepare_model, evaluator)
+    loop = WorkerLoop(cfg, env, n_train=len(idx.train_ids), channels=idx.channels, num_classes=idx.num_classes,
+                      image_size=idx.image_size)
+    loop.setup()
+    restored = restore_loop(ray.train.get_checkpoint(), link, rank, world, loop.model, loop.opt)
+    loop.restore(restored)
+    env.checkpointer = Checkpointer(cfg, idx, config["collector"], rank, world, loop.consumed,
+                                    restored.meta["start_epoch"] if restored else 0)
+    source = None
+    if loop.reads:
+        source = ray.train.get_dataset_shard("train").iter_batches(
+            batch_size=cfg.train.batch_size, batch_format="numpy", drop_last=True,
+            local_shuffle_buffer_size=shuffle_buffer_rows(cfg),
+            local_shuffle_seed=derive_seed(cfg.seed, STREAM_SAMPLER, loop.group), prefetch_batches=2,
+        )
+    loop.finish(loop.train(loop.input_batches(source)))

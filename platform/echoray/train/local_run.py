@@ -1,0 +1,109 @@
+"""The worker loop in one process without Ray: the same preprocessing (data/stages.py)
+over the same read plan, a seeded shuffle buffer, a WorkerLoop with an in-process
+collector. For unit tests of the loop's decisions and for benchmarks of its overhead
+(data made once, then held in memory); `echoray train` never uses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+import torch
+
+from echoray.config import PipelineConfig
+from echoray.data.augment import output_size
+from echoray.data.pipeline import num_chunks
+from echoray.data.plan import read_plan
+from echoray.data.sources import SourceIndex
+from echoray.data.stages import Preprocess
+from echoray.train.worker_link import Collectives, LocalLink
+
+
+class LocalCollector:
+    """What RunCollector receives from workers, kept in lists (runtime/collector.py)."""
+
+    def __init__(self, factor: float = 1.0):
+        self.factor = factor
+        self.beats: list[tuple] = []
+        self.events: list[dict[str, Any]] = []
+        self.audit: list[dict[str, np.ndarray]] = []
+        self.final: dict[str, Any] | None = None
+        self.aborted = False
+
+    def heartbeat(self, rank: int, step: int, trained: int, step_s: float, fresh: int = 0) -> bool:
+        self.beats.append((rank, step, trained, fresh))
+        return self.aborted
+
+    def event(self, record: dict[str, Any]) -> None:
+        self.events.append(record)
+
+    def add_audit(self, rows: dict[str, np.ndarray]) -> None:
+        self.audit.append(rows)
+
+    def finish(self, record: dict[str, Any]) -> None:
+        self.final = record
+
+    def sync(self) -> bool:
+        return True
+
+    def echo_factor(self) -> float:
+        return self.factor
+
+    def audit_columns(self) -> dict[str, np.ndarray]:
+        return {k: np.concatenate([p[k] for p in self.audit]) for k in self.audit[0]}
+
+
+def preprocessed_blocks(cfg: PipelineConfig, idx: SourceIndex, first_epoch: int = 0,
+                        consumed: dict[int, np.ndarray] | None = None) -> Iterator[dict[str, np.ndarray]]:
+    """The rows the Ray Data stage would emit, block by block, in read-plan order."""
+    example_echo = cfg.echo.stage in ("before_augment", "after_augment")
+    ops = cfg.preprocess.augment.ops if cfg.preprocess.augment.on == "cpu" else None
+    stage = Preprocess(idx, cfg.source.chunk_size, cfg.source.remote, ops, cfg.seed,
+                       cfg.echo.stage if example_echo else "none", cfg.echo.factor if example_echo else 1.0,
+                       None, consumed)
+    per_call = max(1, cfg.preprocess.batch_size // cfg.source.chunk_size)
+    for plan in read_plan(cfg.seed, cfg.train.max_epochs, num_chunks(len(idx.train_ids), cfg.source.chunk_size),
+                          first_epoch=first_epoch):
+        for start in range(0, len(plan["chunk"]), per_call):
+            yield from stage({k: v[start : start + per_call] for k, v in plan.items()})
+
+
+def shuffled_batches(blocks: Iterable[dict[str, np.ndarray]], batch_size: int, buffer_rows: int | None,
+                     seed: int) -> Iterator[dict[str, np.ndarray]]:
+    """A local shuffle buffer as iter_batches(local_shuffle_buffer_size) keeps one: rows
+    wait until `buffer_rows` are held, then random ones leave a batch at a time."""
+    rng = np.random.default_rng(seed)
+    pool: dict[str, np.ndarray] | None = None
+    for block in blocks:
+        pool = block if pool is None else {k: np.concatenate([pool[k], block[k]]) for k in block}
+        while len(pool["sample_id"]) >= max(buffer_rows or 0, batch_size):
+            pick = rng.choice(len(pool["sample_id"]), batch_size, replace=False) if buffer_rows else \
+                np.arange(batch_size)
+            keep = np.ones(len(pool["sample_id"]), dtype=bool)
+            keep[pick] = False
+            yield {k: v[pick] for k, v in pool.items()}
+            pool = {k: v[keep] for k, v in pool.items()}
+    while pool is not None and len(pool["sample_id"]) >= batch_size:  # drop_last
+        pick = rng.permutation(len(pool["sample_id"]))
+        yield {k: v[pick[:batch_size]] for k, v in pool.items()}
+        pool = {k: v[pick[batch_size:]] for k, v in pool.items()}
+
+
+def local_loop(cfg: PipelineConfig, idx: SourceIndex, collector: LocalCollector | None = None,
+               comm: Collectives | None = None, rank: int = 0, world: int = 1, evaluator=None,
+               checkpointer=None, device: str = "cpu"):
+    """A set-up WorkerLoop in this process (the model is moved to `device`, no DDP)."""
+    from echoray.train.evaluate import EvalSet
+    from echoray.train.loop import WorkerEnv, WorkerLoop
+
+    dev = torch.device(device)
+    if evaluator is None:
+        evaluator = EvalSet(idx, rank, world, output_size(idx.image_size, cfg.preprocess.augment.ops))
+    env = WorkerEnv(rank, world, dev, LocalLink(collector or LocalCollector()), comm or Collectives.single(),
+                    lambda m: m.to(dev), evaluator, checkpointer)
+    loop = WorkerLoop(cfg, env, n_train=len(idx.train_ids), channels=idx.channels, num_classes=idx.num_classes,
+                      image_size=idx.image_size)
+    loop.setup()
+    return loop

@@ -1,0 +1,84 @@
+"""Everything the worker loop counts, in one object that alone writes and reads its
+checkpoint form, so a counter cannot be saved and not restored (or the reverse).
+
+Two scopes, one per field (dataclass metadata):
+- "run":  the same on every rank (decided together at an evaluation); rank 0 writes it
+          into meta.json, every rank reads it back.
+- "rank": this worker's own counts; each rank writes and reads rank_<r>.json.
+The loss accumulator is not here: it lives on the device (train/device.py) and is
+reset at every evaluation, which is where checkpoints are taken.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from echoray.train.accounting import Counters
+from echoray.train.fresh import FreshTracker
+
+RUN, RANK = "run", "rank"
+
+
+def _f(default=None, scope: str = RANK, factory=None):
+    if factory is not None:
+        return field(default_factory=factory, metadata={"scope": scope})
+    return field(default=default, metadata={"scope": scope})
+
+
+@dataclass
+class LoopState:
+    # decided together at evaluations ("run")
+    epoch: int = _f(0, RUN)
+    best: float = _f(0.0, RUN)
+    acc: float = _f(math.nan, RUN)
+    to_target: dict | None = _f(None, RUN)  # the epoch record that reached the target
+    reason: str = _f("max_epochs of data consumed", RUN)
+    eval_step: int = _f(0, RUN)  # counters.steps at the last evaluation
+    eval_s: float = _f(0.0, RUN)
+    elapsed_s: float = _f(0.0, RUN)  # wall time of earlier attempts (as of the checkpoint)
+    train_s: float = _f(0.0, RUN)  # time since the first batch, over earlier attempts
+    # this worker's ("rank")
+    counters: Counters = _f(scope=RANK, factory=Counters)
+    fresh: FreshTracker = _f(scope=RANK, factory=FreshTracker)  # samples with copies in flight
+    dup_batches: int = _f(0)  # batches holding two copies of one sample
+    batches: int = _f(0)
+    batch_index: int = _f(0)  # batches drawn so far: the key of batch echo's repeat draw
+    next_rep: int = _f(0)  # a batch cut short by a checkpoint: its next repeat ...
+    reps: int = _f(0)  # ... of this many (its arrays are the checkpoint's pending batch)
+    amp_scaler: dict = _f(scope=RANK, factory=dict)  # fp16's GradScaler state (scale, growth tracker)
+
+    def to_checkpoint(self, **now: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(run part for meta.json, rank part for rank_<r>.json); `now` overrides fields
+        whose current value is a clock reading (elapsed_s, train_s) or the pending batch."""
+        parts: dict[str, dict[str, Any]] = {RUN: {}, RANK: {}}
+        for f in dataclasses.fields(self):
+            value = now[f.name] if f.name in now else getattr(self, f.name)
+            parts[f.metadata["scope"]][f.name] = _encode(value)
+        unknown = set(now) - {f.name for f in dataclasses.fields(self)}
+        if unknown:
+            raise KeyError(f"not loop state fields: {sorted(unknown)}")
+        return parts[RUN], parts[RANK]
+
+    @classmethod
+    def from_checkpoint(cls, run: dict[str, Any], rank: dict[str, Any]) -> LoopState:
+        """The inverse of to_checkpoint; a field missing from the checkpoint is an error."""
+        values = {}
+        for f in dataclasses.fields(cls):
+            part = run if f.metadata["scope"] == RUN else rank
+            if f.name not in part:
+                raise KeyError(f"checkpoint lacks loop state field {f.name!r} ({f.metadata['scope']} part)")
+            values[f.name] = part[f.name]
+        values["counters"] = Counters(**values["counters"])
+        values["fresh"] = FreshTracker.from_state(values["fresh"])
+        return cls(**values)
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, Counters):
+        return dataclasses.asdict(value)
+    if isinstance(value, FreshTracker):
+        return value.to_state()
+    return value
