@@ -66,6 +66,7 @@ def build_summary(
         "downstream_examples_per_s": collected.get("downstream_examples_per_s"),
         "measured_R": collected.get("measured_R"),
         "device": final.get("device"),
+        "peak_device_bytes": final.get("peak_device_bytes"),  # rank 0's GPU memory peak (None on CPU)
     }
 
 

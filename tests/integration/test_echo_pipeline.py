@@ -21,6 +21,14 @@ def copies_per_item(t):
     return Counter(zip(t["epoch"], t["sample_id"], strict=True))
 
 
+def assert_fresh_is_distinct_samples_trained(summary, t):
+    """Issue 18: fresh = distinct (epoch, sample_id) trained, at the end and at every evaluation."""
+    pairs = list(zip(t["epoch"], t["sample_id"], strict=True))
+    assert summary["fresh_examples"] == len(set(pairs))
+    for h in summary["history"]:
+        assert h["fresh_examples"] == len({p for p, s in zip(pairs, t["step"], strict=True) if s < h["step"]})
+
+
 @pytest.mark.parametrize("stage", ["before_augment", "after_augment", "batch"])
 def test_integer_factor_every_fresh_sample_appears_exactly_e_times_per_epoch(run_pipeline, stage):
     summary, audit = run_pipeline(None, *BASE, f"echo.stage={stage}", "echo.factor=2", name=stage)
@@ -31,6 +39,7 @@ def test_integer_factor_every_fresh_sample_appears_exactly_e_times_per_epoch(run
     assert set(counts.values()) == {2}
     assert summary["fresh_examples"] == 256 == sum(v == 0 for v in t["view"])
     assert summary["trained_examples"] == 512 == audit.num_rows
+    assert_fresh_is_distinct_samples_trained(summary, t)
     assert summary["echo"]["measured_factor"] == 2.0 and summary["echo"]["stage"] == stage
 
     keys = defaultdict(list)
@@ -69,6 +78,23 @@ def test_fractional_factor_matches_the_per_item_draws_exactly(run_pipeline):
     assert abs(expected.mean() - 2.5) < 4 * np.sqrt(0.25 / len(items))
     assert summary["fresh_examples"] == 256 and summary["trained_examples"] == int(expected.sum())
     assert summary["echo"]["measured_factor"] == pytest.approx(expected.sum() / 256)
+    assert_fresh_is_distinct_samples_trained(summary, t)
+
+
+@pytest.mark.parametrize("stage", ["before_augment", "after_augment", "batch"])
+def test_fractional_factor_two_workers_fresh_is_distinct_samples_trained(run_pipeline, stage):
+    overrides = [*BASE, f"echo.stage={stage}", "echo.factor=1.5", "echo.shuffle_buffer=128",
+                 "scaling.num_workers=2", "scaling.cpus_per_worker=0.5"]
+    summary, audit = run_pipeline(None, *overrides, name=f"fresh2-{stage}")
+    t = rows(audit)
+    assert_fresh_is_distinct_samples_trained(summary, t)
+    assert set(t["worker"]) == {0, 1} and len(summary["history"]) >= 2
+    if stage != "batch":  # copies of one sample split between the workers (the reconciled case), reported
+        workers = defaultdict(set)
+        for e, i, w in zip(t["epoch"], t["sample_id"], t["worker"], strict=True):
+            workers[(e, i)].add(w)
+        print(f"\n{stage}: {sum(len(w) > 1 for w in workers.values())} of {len(workers)} samples trained "
+              "on both workers")
 
 
 def test_auto_factor_adapts_toward_measured_r_and_is_logged(run_pipeline, sqlite_uri):

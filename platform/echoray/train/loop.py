@@ -350,7 +350,9 @@ class WorkerLoop:
                 "to_target": s.to_target, "stop_reason": s.reason, "world_size": self.world,
                 "wait_s": c.wait_s, "step_s": c.step_s, "device": str(self.device),
                 "duplicate_batch_fraction": dups / max(nb, 1), "loop_s": loop_s,
-                "eval_s": s.eval_s,
+                "eval_s": s.eval_s, "precision": self.precision.name,
+                "peak_device_bytes": torch.cuda.max_memory_allocated(self.device)
+                if self.device.type == "cuda" else None,
             }
             self.env.link.send("finish", final)
         self.env.link.ask("sync")

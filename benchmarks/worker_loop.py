@@ -1,0 +1,118 @@
+"""The worker loop's own cost, on data already in memory, in one process (no Ray):
+
+1. overhead: echoray's WorkerLoop vs a bare PyTorch loop (same model init, batches,
+   optimizer; zero_grad / forward / cross-entropy / backward / step and nothing else),
+   steps/s for small_cnn and resnet20 on digits, runs interleaved A/B/A/B so machine
+   load hits both alike. Goal: within 3% (Ray Train's published overhead against
+   plain DDP is within 2.5%).
+2. precision: fp32 vs bf16 vs channels_last (and both) through WorkerLoop on this CPU:
+   steps/s and held-out accuracy after a short digits training. Reported, no goal.
+
+    .venv/bin/python benchmarks/worker_loop.py [--rounds 3] [--epochs 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+import numpy as np
+import torch
+from common import save
+
+
+def batches_in_memory(cfg, idx):
+    from echoray.train.local_run import preprocessed_blocks, shuffled_batches
+
+    return list(shuffled_batches(preprocessed_blocks(cfg, idx), cfg.train.batch_size, 512, 0))
+
+
+def echoray_steps_per_s(cfg, idx, batches) -> tuple[float, dict]:
+    from echoray.train.local_run import LocalCollector, local_loop
+
+    loop = local_loop(cfg, idx, LocalCollector())
+    t0 = time.perf_counter()
+    final = loop.run(iter(batches))
+    wall = time.perf_counter() - t0 - final["eval_s"]  # evaluation is not the loop's overhead
+    return final["steps"] / wall, final
+
+
+def bare_steps_per_s(cfg, idx, batches) -> float:
+    from echoray.seeds import STREAM_MODEL, derive_seed
+    from echoray.train.models import build_model
+    from echoray.train.optim import build_optimizer
+
+    torch.manual_seed(derive_seed(cfg.seed, STREAM_MODEL))
+    model = build_model(cfg.model, idx.channels, idx.num_classes)
+    opt = build_optimizer(model.parameters(), cfg.optimizer)
+    mean = torch.full((1, idx.channels, 1, 1), 0.5)
+    model.train()
+    t0 = time.perf_counter()
+    for b in batches:
+        x = (torch.from_numpy(b["image"]).permute(0, 3, 1, 2).float().div_(255.0) - mean) / 0.25
+        y = torch.from_numpy(np.asarray(b["label"], dtype=np.int64))
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+    float(loss)
+    return len(batches) / (time.perf_counter() - t0)
+
+
+def overhead(model: str, rounds: int, epochs: int) -> dict:
+    from echoray.config_load import load_config
+    from echoray.data.sources import index_source
+
+    cfg = load_config(None, ["train.target=null", f"train.max_epochs={epochs}", f"model.name={model}",
+                             "train.checkpoint_every=0"])
+    idx = index_source(cfg.source)
+    batches = batches_in_memory(cfg, idx)
+    echo, bare = [], []
+    for _ in range(rounds):
+        echo.append(echoray_steps_per_s(cfg, idx, batches)[0])
+        bare.append(bare_steps_per_s(cfg, idx, batches))
+    e, b = statistics.median(echo), statistics.median(bare)
+    return {"model": model, "steps": len(batches), "echoray_steps_per_s": echo, "bare_steps_per_s": bare,
+            "median_ratio": e / b, "overhead_pct": 100 * (1 - e / b)}
+
+
+def precision(model: str, epochs: int) -> list[dict]:
+    from echoray.config_load import load_config
+    from echoray.data.sources import index_source
+
+    out = []
+    for prec, cl in (("fp32", False), ("bf16", False), ("fp32", True), ("bf16", True)):
+        cfg = load_config(None, ["train.target=null", f"train.max_epochs={epochs}", f"model.name={model}",
+                                 "train.checkpoint_every=0", f"train.precision={prec}",
+                                 f"train.channels_last={str(cl).lower()}"])
+        idx = index_source(cfg.source)
+        rate, final = echoray_steps_per_s(cfg, idx, batches_in_memory(cfg, idx))
+        out.append({"model": model, "precision": prec, "channels_last": cl, "steps_per_s": rate,
+                    "accuracy": final["last_accuracy"], "steps": final["steps"]})
+        print(out[-1], flush=True)
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--epochs", type=int, default=4)
+    p.add_argument("--models", default="small_cnn,resnet20")
+    p.add_argument("--skip-precision", action="store_true")
+    args = p.parse_args()
+    torch.set_num_threads(1)  # one core per worker, as a Ray Train worker with cpus_per_worker=1
+    result = {"load_average_before": os.getloadavg(), "threads": 1, "overhead": [], "precision": []}
+    for m in args.models.split(","):
+        result["overhead"].append(overhead(m, args.rounds, args.epochs))
+        print(result["overhead"][-1], flush=True)
+    if not args.skip_precision:
+        for m in args.models.split(","):
+            result["precision"] += precision(m, args.epochs)
+    result["load_average_after"] = os.getloadavg()
+    print(save("worker_loop", result))
+
+
+if __name__ == "__main__":
+    main()
