@@ -57,7 +57,7 @@ def bare_steps_per_s(cfg, idx, batches) -> float:
         loss = torch.nn.functional.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
-    float(loss)
+    float(loss.detach())
     return len(batches) / (time.perf_counter() - t0)
 
 
