@@ -32,11 +32,12 @@ def batches_in_memory(cfg, idx):
 def echoray_steps_per_s(cfg, idx, batches) -> tuple[float, dict]:
     from echoray.train.local_run import LocalCollector, local_loop
 
-    loop = local_loop(cfg, idx, LocalCollector())
+    col = LocalCollector()
+    loop = local_loop(cfg, idx, col)
     t0 = time.perf_counter()
     final = loop.run(iter(batches))
     wall = time.perf_counter() - t0 - final["eval_s"]  # evaluation is not the loop's overhead
-    return final["steps"] / wall, final
+    return final["steps"] / wall, {**final, "last_loss": col.events[-1]["loss"]}
 
 
 def bare_steps_per_s(cfg, idx, batches) -> float:
@@ -78,20 +79,31 @@ def overhead(model: str, rounds: int, epochs: int) -> dict:
             "median_ratio": e / b, "overhead_pct": 100 * (1 - e / b)}
 
 
-def precision(model: str, epochs: int) -> list[dict]:
+VARIANTS = (("fp32", False, False), ("bf16", False, False), ("fp32", True, False), ("bf16", True, False))
+
+
+def precision(model: str, epochs: int, rounds: int, variants=VARIANTS) -> list[dict]:
+    """Each variant once per round, rounds interleaved (the machine's load drifts)."""
     from echoray.config_load import load_config
     from echoray.data.sources import index_source
 
+    rows = {}
+    for _ in range(rounds):
+        for prec, cl, comp in variants:
+            cfg = load_config(None, ["train.target=null", f"train.max_epochs={epochs}", f"model.name={model}",
+                                     "train.checkpoint_every=0", f"train.precision={prec}",
+                                     f"train.channels_last={str(cl).lower()}", f"train.compile={str(comp).lower()}"])
+            idx = index_source(cfg.source)
+            rate, final = echoray_steps_per_s(cfg, idx, batches_in_memory(cfg, idx))
+            row = rows.setdefault((prec, cl, comp), {
+                "model": model, "precision": prec, "channels_last": cl, "compile": comp, "steps_per_s": [],
+                "accuracy": final["last_accuracy"], "last_epoch_loss": final["last_loss"], "steps": final["steps"]})
+            row["steps_per_s"].append(rate)
     out = []
-    for prec, cl in (("fp32", False), ("bf16", False), ("fp32", True), ("bf16", True)):
-        cfg = load_config(None, ["train.target=null", f"train.max_epochs={epochs}", f"model.name={model}",
-                                 "train.checkpoint_every=0", f"train.precision={prec}",
-                                 f"train.channels_last={str(cl).lower()}"])
-        idx = index_source(cfg.source)
-        rate, final = echoray_steps_per_s(cfg, idx, batches_in_memory(cfg, idx))
-        out.append({"model": model, "precision": prec, "channels_last": cl, "steps_per_s": rate,
-                    "accuracy": final["last_accuracy"], "steps": final["steps"]})
-        print(out[-1], flush=True)
+    for row in rows.values():
+        row["median_steps_per_s"] = statistics.median(row["steps_per_s"])
+        out.append(row)
+        print(row, flush=True)
     return out
 
 
@@ -101,15 +113,22 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=4)
     p.add_argument("--models", default="small_cnn,resnet20")
     p.add_argument("--skip-precision", action="store_true")
+    p.add_argument("--skip-overhead", action="store_true")
+    p.add_argument("--compile", action="store_true", help="only fp32 vs fp32 + torch.compile")
     args = p.parse_args()
     torch.set_num_threads(1)  # one core per worker, as a Ray Train worker with cpus_per_worker=1
     result = {"load_average_before": os.getloadavg(), "threads": 1, "overhead": [], "precision": []}
-    for m in args.models.split(","):
+    for m in args.models.split(",") if not args.skip_overhead else []:
         result["overhead"].append(overhead(m, args.rounds, args.epochs))
         print(result["overhead"][-1], flush=True)
+    if args.compile:
+        result["compile"] = [row for m in args.models.split(",") for row in
+                             precision(m, args.epochs, args.rounds, (("fp32", False, False), ("fp32", False, True)))]
+        print(save("worker_loop_compile", result))
+        return
     if not args.skip_precision:
         for m in args.models.split(","):
-            result["precision"] += precision(m, args.epochs)
+            result["precision"] += precision(m, args.epochs, args.rounds)
     result["load_average_after"] = os.getloadavg()
     print(save("worker_loop", result))
 
