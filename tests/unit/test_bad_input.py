@@ -118,6 +118,11 @@ def _retries_without_checkpoints(d):
     return ["--set", "scaling.max_failures=1", "--set", "train.checkpoint_every=0"], "train.checkpoint_every >= 1"
 
 
+def _fp16_without_gpu(d):
+    return ["--set", "train.precision=fp16", "--set", "scaling.use_gpu=false"], \
+        "train.precision: fp16 needs a GPU, but scaling.use_gpu is false"
+
+
 def _unreachable_server(d):
     uri = f"http://127.0.0.1:{free_port()}"
     return ["--set", f"tracking.uri={uri}"], f"MLflow tracking server {uri} is unreachable"
@@ -136,6 +141,7 @@ CASES = {
     "text labels": (_parquet_text_labels, 2), "mixed image sizes without a resize": (_mixed_sizes, 2),
     "pickle that would run code": (_malicious_pickle, 2), "truncated CIFAR pickle": (_truncated_pickle, 2),
     "W % M != 0": (_workers_not_multiple, 2), "retries without checkpoints": (_retries_without_checkpoints, 2),
+    "fp16 without a GPU": (_fp16_without_gpu, 2),
     "unreachable MLflow server": (_unreachable_server, 1), "MLflow store folder missing": (_sqlite_folder_missing, 1),
 }
 
