@@ -39,6 +39,10 @@ def pack_unique(batches: Iterable[Batch], batch_size: int, max_carry: int | None
     max_carry = 4 * batch_size if max_carry is None else max_carry
     pool: Batch | None = None
     for incoming in batches:
+        if (pool is None or not len(pool["sample_id"])) and len(incoming["sample_id"]) == batch_size \
+                and len(np.unique(_keys(incoming))) == batch_size:
+            yield incoming  # what the loop below yields for it, without copying the rows twice
+            continue
         pool = _cat(pool, incoming)
         while len(pool["sample_id"]) >= batch_size:
             _, first = np.unique(_keys(pool), return_index=True)
