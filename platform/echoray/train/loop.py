@@ -25,29 +25,25 @@ from echoray.config import PipelineConfig
 from echoray.data.augment import output_size
 from echoray.data.echo import batch_repeats
 from echoray.data.replay import ConsumedLog
-from echoray.seeds import STREAM_MODEL, STREAM_SAMPLER, derive_seed, to_int63
+from echoray.seeds import STREAM_MODEL, STREAM_SAMPLER, derive_seed
 from echoray.train import checkpoint
 from echoray.train.accounting import AuditBuffer, Counters
-from echoray.train.batch_augment import backward_views, make_views, view_keys
+from echoray.train.batch_augment import (
+    backward_views,
+    dropout_seed,
+    step_counts,
+    view_indices,
+    worker_views,
+)
 from echoray.train.batching import pack_unique
 from echoray.train.evaluate import EvalSet, Normalizer, all_reduce_ints
 from echoray.train.faults import Checkpointer, RunAborted, restore_loop
 from echoray.train.ghost_bn import use_ghost_batch_norm
-from echoray.train.groups import broadcast_batches, make_groups
+from echoray.train.groups import broadcast_batches, make_groups, rank_layout, steps_per_epoch
 from echoray.train.models import build_model
 from echoray.train.optim import build_optimizer, lr_multiplier, set_lr
 
 HEARTBEAT_S = 0.5
-
-
-def steps_per_epoch(cfg: PipelineConfig, num_train: int, world: int) -> int:
-    """Optimizer steps per epoch of fresh data, at the nominal echo factor (auto: 1)."""
-    factor = cfg.echo.factor if cfg.echo.factor != "auto" else 1.0
-    per_step = world * cfg.train.batch_size
-    if cfg.echo.stage in ("before_augment", "after_augment"):
-        return max(1, math.floor(num_train * factor / per_step))
-    fresh_steps = max(1, num_train // per_step)
-    return max(1, round(fresh_steps * (factor if cfg.echo.stage == "batch" else 1.0)))
 
 
 def shuffle_buffer_rows(cfg: PipelineConfig) -> int | None:
@@ -110,6 +106,7 @@ def run_worker(config: dict) -> None:
     if cfg.model.ghost_batch_size:
         net = use_ghost_batch_norm(net, cfg.model.ghost_batch_size)
     model = ray.train.torch.prepare_model(net)
+    torch.manual_seed(dropout_seed(cfg.seed, rank))  # init above is shared; dropout differs per rank
     opt = build_optimizer(model.parameters(), cfg.optimizer)
     normalize = Normalizer(cfg.preprocess.mean, cfg.preprocess.std, idx.channels, device)
     ba = cfg.batch_augmentation
@@ -119,9 +116,11 @@ def run_worker(config: dict) -> None:
     ops = cfg.preprocess.augment.ops if on_worker else []
     copies = ba.copies
     views_on_worker = on_worker or copies > 1
+    layout = rank_layout(rank, world, copies, ba.mode)
+    views = view_indices(copies, ba.mode, layout.member)  # grouped: one view per member
 
     n_train = len(idx.train_ids)
-    spe = steps_per_epoch(cfg, n_train, world)
+    spe = steps_per_epoch(cfg.echo.stage, cfg.echo.factor, cfg.train.batch_size, n_train, layout.readers)
     by_fresh = cfg.echo.factor == "auto" and cfg.echo.stage != "batch"
     repeats = Repeats(cfg, collector, rank, world)
     counters, audit = Counters(), AuditBuffer(cfg.audit.enabled)
@@ -137,8 +136,7 @@ def run_worker(config: dict) -> None:
     checkpointer = Checkpointer(cfg, idx, collector, rank, world, consumed,
                                 restored.meta["start_epoch"] if restored else 0)
     grouped = ba.mode == "grouped"
-    group, member = (rank // copies, rank % copies) if grouped else (rank, 0)
-    reads = not grouped or member == 0  # in a group only the first worker reads
+    group, reads = layout.group, layout.reads  # in a group only the first worker reads
     shard = ray.train.get_dataset_shard("train")
     batches = None
     if reads:
@@ -158,15 +156,15 @@ def run_worker(config: dict) -> None:
         t_eval = time.perf_counter()
         correct, total, tta_correct = eval_set.evaluate(model, normalize, cfg.train.batch_size)
         state["eval_s"] += time.perf_counter() - t_eval
-        fresh_all, trained_all, dups, nb = all_reduce_ints(
-            [counters.fresh, counters.trained, state["dup_batches"], state["batches"]])
+        fresh_all, trained_all, samples_all, dups, nb = all_reduce_ints(
+            [counters.fresh, counters.trained, counters.samples, state["dup_batches"], state["batches"]])
         acc = correct / total
         state["acc"], state["best"] = acc, max(state["best"], acc)
         record = {
             "epoch": state["epoch"], "step": counters.steps, "accuracy": acc,
             "loss": state["loss_sum"] / max(state["loss_n"], 1), "lr": opt.param_groups[0]["lr"],
             "accuracy_tta": tta_correct / total if ba.tta_views else None,
-            "fresh_examples": fresh_all, "trained_examples": trained_all,
+            "fresh_examples": fresh_all, "trained_examples": trained_all, "trained_samples": samples_all,
             "duplicate_batch_fraction": dups / max(nb, 1),
             "elapsed_s": time.time() - t_start, "time": time.time(),
             "train_s": train_s(),
@@ -212,7 +210,7 @@ def run_worker(config: dict) -> None:
     if grouped:
         pg = make_groups(world, copies)[group]
         shape = (idx.image_size, idx.image_size, idx.channels)
-        batches = broadcast_batches(batches, pg, group * copies, shape, cfg.train.batch_size)
+        batches = broadcast_batches(batches, pg, layout.leader, shape, cfg.train.batch_size)
 
     def work():  # (batch, first repeat, repeats or None): a batch cut short by a checkpoint first
         if pending is not None:
@@ -235,14 +233,9 @@ def run_worker(config: dict) -> None:
                 consumed.add(batch["epoch"], batch["sample_id"], batch["echo_copy"])
         images = torch.from_numpy(batch["image"])
         labels = torch.as_tensor(np.array(batch["label"]), device=device)
-        n = len(labels)
-        if views_on_worker:  # M views per sample (M = 1: plain worker-side augmentation)
-            keys = view_keys(cfg.seed, batch, cfg.echo.stage == "before_augment", member, copies)
-            images = make_views(images.to(device, non_blocking=True), keys, copies, ops)
-            labels = labels.repeat_interleave(copies) if copies > 1 else labels
-            aug_key = to_int63(keys)
-        else:
-            aug_key = np.asarray(batch["aug_key"])
+        images, labels, aug_key, rows = worker_views(  # view-major rows (local M views; grouped: one)
+            cfg.seed, batch, images.to(device, non_blocking=True), labels,
+            per_copy=cfg.echo.stage == "before_augment", views=views, ops=ops, on_worker=views_on_worker)
         if reps is None:
             reps = repeats(state["batch_index"])
             state["batch_index"] += 1
@@ -250,22 +243,22 @@ def run_worker(config: dict) -> None:
             t0 = time.perf_counter()
             set_lr(opt, cfg.optimizer.lr, lr_multiplier(counters.steps / spe, cfg.train.max_epochs, cfg.schedule))
             opt.zero_grad(set_to_none=True)
-            loss_value = backward_views(model, normalize(images), labels, copies, ba.accumulate)
+            loss_value = backward_views(model, normalize(images), labels, len(views), ba.accumulate)
             opt.step()
             state["loss_sum"] += loss_value
             state["loss_n"] += 1
-            fresh = int((batch["echo_copy"] == 0).sum()) if (rep == 0 and reads) else 0
-            counters.add_step(fresh, n * copies, waited if rep == first_rep else 0.0, time.perf_counter() - t0)
-            if audit.enabled:  # building the rows costs copies per step: only when asked
+            fresh, trained, samples = step_counts(batch, len(views), reads, rep == 0)
+            counters.add_step(fresh, trained, waited if rep == first_rep else 0.0, time.perf_counter() - t0,
+                              samples=samples)
+            if audit.enabled:
                 audit.add(
-                    epoch=np.repeat(batch["epoch"], copies), step=counters.steps - 1, worker=rank,
-                    group=group, sample_id=np.repeat(batch["sample_id"], copies),
-                    view=np.repeat(batch["echo_copy"], copies) if reps == 1 else rep,
-                    ba_view=np.tile(np.arange(copies), n), aug_key=aug_key,
+                    epoch=rows["epoch"], step=counters.steps - 1, worker=rank, group=group,
+                    sample_id=rows["sample_id"], view=rows["echo_copy"] if reps == 1 else rep,
+                    ba_view=rows["ba_view"], aug_key=aug_key,
                 )
             now = time.perf_counter()
             if counters.steps == 1 or now - last_beat >= HEARTBEAT_S:
-                if ray.get(collector.heartbeat.remote(rank, counters.steps, counters.trained, counters.step_s)):
+                if ray.get(collector.heartbeat.remote(rank, counters.steps, counters.samples, counters.step_s)):
                     raise RunAborted("the driver stopped this run")
                 last_beat = now
             if epoch_due():
@@ -281,14 +274,14 @@ def run_worker(config: dict) -> None:
         evaluate_and_decide()  # the stream ended inside an epoch: score what was trained
 
     loop_s = train_s()
-    fresh_all, trained_all, dups, nb = all_reduce_ints(
-        [counters.fresh, counters.trained, state["dup_batches"], state["batches"]])
-    collector.heartbeat.remote(rank, counters.steps, counters.trained, counters.step_s)
+    fresh_all, trained_all, samples_all, dups, nb = all_reduce_ints(
+        [counters.fresh, counters.trained, counters.samples, state["dup_batches"], state["batches"]])
+    collector.heartbeat.remote(rank, counters.steps, counters.samples, counters.step_s)
     _send_audit(collector, audit)
     if rank == 0:
         collector.finish.remote({
             "epochs": state["epoch"], "steps": counters.steps, "fresh_examples": fresh_all,
-            "trained_examples": trained_all, "best_accuracy": state["best"], "last_accuracy": state["acc"],
+            "trained_examples": trained_all, "trained_samples": samples_all, "best_accuracy": state["best"], "last_accuracy": state["acc"],
             "to_target": state["to_target"], "stop_reason": state["reason"], "world_size": world,
             "wait_s": counters.wait_s, "step_s": counters.step_s, "device": str(device),
             "duplicate_batch_fraction": dups / max(nb, 1), "loop_s": loop_s,
