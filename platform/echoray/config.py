@@ -112,6 +112,9 @@ class EchoConfig(Section):
 
 class BatchAugmentationConfig(Section):
     copies: PositiveInt = 1
+    # local: each worker makes all M views of its B samples (view-major rows).
+    # grouped (Hoffer et al. 2020, 4.5): groups of M workers share one batch of B samples
+    # and member m makes only view m, so no worker holds two views of one sample.
     mode: Literal["local", "grouped"] = "local"
     # Accumulate the M views as M forward/backward passes (bounds memory; same gradient
     # as the M*B batch for models without batch norm).

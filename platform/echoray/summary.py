@@ -23,6 +23,7 @@ def build_summary(
     t_end: float,
 ) -> dict[str, Any]:
     fresh, trained = final["fresh_examples"], final["trained_examples"]
+    samples = final.get("trained_samples", trained)  # absent from records written before it existed
     hit = final.get("to_target")
     first = collected.get("first_step_at")
     remote = cfg.source.remote
@@ -34,17 +35,18 @@ def build_summary(
         "echo": {
             "stage": cfg.echo.stage,
             "factor": cfg.echo.factor,
-            "measured_factor": trained / fresh / cfg.batch_augmentation.copies if fresh else None,
+            "measured_factor": samples / fresh if fresh else None,  # sample units: BA views are not echo
             "final_factor": collected.get("echo_factor"),
             "shuffle_buffer": cfg.echo.shuffle_buffer,
             "duplicate_batch_fraction": final.get("duplicate_batch_fraction"),
         },
-        "batch_augmentation": {"copies": cfg.batch_augmentation.copies, "mode": cfg.batch_augmentation.mode},
+        "batch_augmentation": batch_augmentation_summary(cfg, trained, samples, final["steps"]),
         "workers": final["world_size"],
         "epochs": final["epochs"],
         "steps": final["steps"],
         "fresh_examples": fresh,
         "trained_examples": trained,
+        "trained_samples": samples,
         "source_reads": collected["source_reads"],
         "source_emulation": (
             {"latency_ms": remote.latency_ms, "bandwidth_mb_s": remote.bandwidth_mb_s,
@@ -68,6 +70,16 @@ def build_summary(
         "device": final.get("device"),
         "peak_device_bytes": final.get("peak_device_bytes"),  # rank 0's GPU memory peak (None on CPU)
     }
+
+
+def batch_augmentation_summary(cfg: PipelineConfig, trained: int, samples: int, steps: int) -> dict[str, Any]:
+    """Measured views: per sample (M in both modes) and per optimizer step over all workers
+    (local: W x B x M rows; grouped: W x B rows, W/M groups x M members)."""
+    ba = cfg.batch_augmentation
+    return {"copies": ba.copies, "mode": ba.mode,
+            "views_per_sample": trained / samples if samples else None,
+            "views_per_step": trained / steps if steps else None,
+            "samples_per_step": samples / steps if steps else None}
 
 
 def fault_summary(collected: dict[str, Any], resumes: list[dict[str, Any]]) -> dict[str, Any]:

@@ -18,17 +18,22 @@ def test_local_mode_every_step_holds_m_views_of_b_samples(run_pipeline):
                                   name="ba_local")
     t = audit.to_pydict()
     steps = defaultdict(lambda: defaultdict(list))
+    order = defaultdict(list)  # step -> sample ids in row order
     for step, sid, view, key in by(t, "step", "sample_id", "ba_view", "aug_key"):
         steps[step][sid].append((view, key))
+        order[step].append(sid)
     assert len(steps) == 8  # 128 samples / B = 16
+    for sids in order.values():  # view-major rows: any B consecutive rows are B distinct samples
+        assert all(len(set(sids[i : i + 16])) == 16 for i in range(0, 48, 16))
     for per_sample in steps.values():
         assert len(per_sample) == 16
         for views in per_sample.values():
             assert sorted(v for v, _ in views) == [0, 1, 2]
             assert len({k for _, k in views}) == 3
     assert summary["fresh_examples"] == 128 and summary["trained_examples"] == 384
-    assert summary["batch_augmentation"] == {"copies": 3, "mode": "local"}
-    assert summary["echo"]["measured_factor"] == 1.0
+    assert summary["batch_augmentation"] == {"copies": 3, "mode": "local", "views_per_sample": 3.0,
+                                             "views_per_step": 48.0, "samples_per_step": 16.0}
+    assert summary["echo"]["measured_factor"] == 1.0 and summary["trained_samples"] == 128
 
 
 def test_grouped_mode_four_workers_two_groups(run_pipeline):
@@ -36,14 +41,15 @@ def test_grouped_mode_four_workers_two_groups(run_pipeline):
                  "scaling.num_workers=4", "scaling.cpus_per_worker=0.25"]
     summary, audit = run_pipeline(None, *overrides, name="ba_grouped")
     t = audit.to_pydict()
-    seq = defaultdict(list)  # worker -> [(step, sample_id)] in order, view 0 only
-    keys = defaultdict(set)  # (group, step, sample, view) -> aug keys across members
+    seq = defaultdict(list)  # worker -> [(step, sample_id)] in order
+    views = defaultdict(list)  # (group, step, sample) -> (worker, ba_view, aug key) over the group
     for w, g, step, sid, view, key in by(t, "worker", "group", "step", "sample_id", "ba_view", "aug_key"):
-        if view == 0:
-            seq[w].append((step, sid))
-        keys[(g, step, sid, view)].add(key)
+        seq[w].append((step, sid))
+        views[(g, step, sid)].append((w, view, key))
     assert sorted(seq) == [0, 1, 2, 3]
     assert seq[0] == seq[1] and seq[2] == seq[3]  # same samples, same order within a group
+    assert all(len(set(s)) == len(s) for s in seq.values())  # no worker holds two views of one sample
+    assert len(seq[0]) == 2 * 64  # each member: B rows per step, one view of each, 2 epochs x 64 samples
     ids = {g: defaultdict(set) for g in (0, 1)}
     for g, ep, sid in by(t, "group", "epoch", "sample_id"):
         ids[g][ep].add(sid)
@@ -51,10 +57,16 @@ def test_grouped_mode_four_workers_two_groups(run_pipeline):
     for ep in (0, 1):
         assert not ids[0][ep] & ids[1][ep]  # disjoint across groups
         assert ids[0][ep] | ids[1][ep] == train_ids
-    assert {len(v) for v in keys.values()} == {2}  # the two members never share an augmentation
+    for (g, _, _), vs in views.items():  # member m makes view m with its own key: M views per group
+        assert sorted((w, v) for w, v, _ in vs) == [(2 * g, 0), (2 * g + 1, 1)]
+        assert len({k for _, _, k in vs}) == 2
     # each sample read once per group per epoch: fresh counts reads, not views or members
-    assert summary["fresh_examples"] == 2 * 128
-    assert summary["trained_examples"] == 2 * 128 * 2 * 2  # epochs x samples x members x views
+    assert summary["fresh_examples"] == summary["trained_samples"] == 2 * 128
+    assert summary["trained_examples"] == 2 * 128 * 2  # epochs x samples x M views (one per member)
+    assert summary["echo"]["measured_factor"] == 1.0
+    assert summary["batch_augmentation"]["views_per_sample"] == 2.0
+    assert summary["batch_augmentation"]["views_per_step"] == 4 * 16  # W/M groups x M members x B
+    assert summary["epochs"] == 2 and summary["steps"] == 2 * 64 // 16  # an epoch = a pass of the group's shard
     assert summary["workers"] == 4
 
 

@@ -107,7 +107,10 @@ class RunCollector:
 
     # --- from train workers ---
     def heartbeat(self, rank: int, step: int, trained: int, step_s: float, fresh: int = 0) -> bool:
-        """Progress from a worker; answers whether the run was aborted."""
+        """Progress from a worker; answers whether the run was aborted.
+
+        trained: the worker's trained samples (Counters.samples, batch-augmentation
+        views counted once), the rate behind the downstream figure and R."""
         now = time.time()
         if self.first_step_at is None and step > 0:
             self.first_step_at = now

@@ -1,7 +1,10 @@
 """Throughput of the pipeline's parts and the measured R (pure bookkeeping).
 
 Each preprocessing stage reports (actor, rows, busy seconds); workers report
-(trained examples, seconds inside the train step). A stage's rate is its rows
+(trained samples, seconds inside the train step). Samples, not rows: a sample's M
+batch-augmentation views count once (once per group in grouped mode), so the
+downstream rate is samples/s and R for M = 4 differs from M = 1 only by what the
+extra views really cost, and `factor: auto` does not mistake views for echoes. A stage's rate is its rows
 per busy second times the actors working in parallel; a chain of pools runs as
 fast as its slowest pool; data-parallel workers add up. R = downstream rate /
 upstream rate, i.e. t_up / t_down per example, the paper's ratio.

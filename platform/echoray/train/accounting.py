@@ -14,14 +14,16 @@ class Counters:
     """Per-worker counts since the run began."""
 
     fresh: int = 0  # first copies of source reads consumed by a step
-    trained: int = 0  # examples the optimizer saw: echoes and views included
+    trained: int = 0  # examples (rows) the optimizer saw: echoes and batch-augmentation views included
+    samples: int = 0  # the same in sample units: a sample's M views count once (once per group in grouped mode)
     steps: int = 0
     wait_s: float = 0.0  # time the step waited for its input
     step_s: float = 0.0  # time inside the train step
 
-    def add_step(self, fresh: int, trained: int, wait_s: float, step_s: float) -> None:
+    def add_step(self, fresh: int, trained: int, wait_s: float, step_s: float, samples: int | None = None) -> None:
         self.fresh += fresh
         self.trained += trained
+        self.samples += trained if samples is None else samples
         self.steps += 1
         self.wait_s += wait_s
         self.step_s += step_s

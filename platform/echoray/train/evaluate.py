@@ -93,12 +93,17 @@ class EvalSet:
         return tuple(all_reduce_ints([correct, total, tta_correct]))
 
     def _tta_predict(self, model, normalize, images: torch.Tensor, ids: np.ndarray) -> torch.Tensor:
-        from echoray.train.batch_augment import eval_view_keys, make_views
+        return tta_predict(model, normalize, images, ids, *self.tta)
 
-        seed, views, ops = self.tta
-        x = make_views(images.to(normalize.device), eval_view_keys(seed, ids, views), views, ops)
-        probs = torch.softmax(model(normalize(x)), dim=1)
-        return probs.view(len(ids), views, -1).mean(1).argmax(1)
+
+def tta_predict(model, normalize, images: torch.Tensor, ids: np.ndarray, seed: int, views: int, ops) -> torch.Tensor:
+    """Class per image from softmax probabilities averaged over `views` augmented views
+    (view v of sample i keyed by H(seed, AUGMENT, -1, id_i, 0, 0, v); rows view-major)."""
+    from echoray.train.batch_augment import eval_view_keys, make_views
+
+    x = make_views(images.to(normalize.device), eval_view_keys(seed, ids, views), views, ops)
+    probs = torch.softmax(model(normalize(x)), dim=1)
+    return probs.view(views, len(ids), -1).mean(0).argmax(1)
 
 
 def all_reduce_ints(values: list[int]) -> list[int]:

@@ -9,7 +9,9 @@ order while each applies its own augmentation seed.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -30,10 +32,52 @@ class GroupedDataConfig(DataConfig):
         out = super().configure(datasets, world_size, worker_handles, worker_node_ids, **kwargs)
         ds = datasets["train"].copy(datasets["train"])
         ds.context.execution_options = self._resolve_execution_options("train")  # meant for subclasses
-        splits = ds.streaming_split(world_size // self.copies, equal=True)
+        shards = shard_map(world_size, self.copies, "grouped")
+        splits = ds.streaming_split(max(shards) + 1, equal=True)
         for rank in range(world_size):
-            out[rank]["train"] = splits[rank // self.copies]  # only the group's first worker iterates it
+            out[rank]["train"] = splits[shards[rank]]  # only the group's first worker iterates it
         return out
+
+
+@dataclass(frozen=True)
+class RankLayout:
+    """Where one worker stands in batch augmentation (pure: the same on every rank)."""
+
+    group: int  # index of the worker's group (its rank in `local` mode)
+    member: int  # index inside the group (0 in `local` mode)
+    leader: int  # the rank that reads the group's shard
+    readers: int  # shards the training stream is split into (groups)
+
+    @property
+    def reads(self) -> bool:
+        return self.member == 0
+
+
+def rank_layout(rank: int, world: int, copies: int, mode: str) -> RankLayout:
+    if mode == "grouped":
+        if world % copies:
+            raise ValueError(f"scaling.num_workers={world} is not a multiple of batch_augmentation.copies={copies}")
+        return RankLayout(rank // copies, rank % copies, rank - rank % copies, world // copies)
+    return RankLayout(rank, 0, rank, world)
+
+
+def shard_map(world: int, copies: int, mode: str) -> list[int]:
+    """The training shard each rank is handed, by rank."""
+    return [rank_layout(r, world, copies, mode).group for r in range(world)]
+
+
+def steps_per_epoch(echo_stage: str, echo_factor: float | str, batch_size: int, num_train: int,
+                    readers: int) -> int:
+    """Optimizer steps per epoch of fresh data, at the nominal echo factor (auto: 1).
+
+    readers: workers that read disjoint shards (W in `local` mode, W/M groups in
+    `grouped` mode: a group's members step together through one shard)."""
+    factor = echo_factor if echo_factor != "auto" else 1.0
+    per_step = readers * batch_size
+    if echo_stage in ("before_augment", "after_augment"):
+        return max(1, math.floor(num_train * factor / per_step))
+    fresh_steps = max(1, num_train // per_step)
+    return max(1, round(fresh_steps * (factor if echo_stage == "batch" else 1.0)))
 
 
 def make_groups(world: int, copies: int) -> list:

@@ -26,14 +26,22 @@ import torch
 from echoray.config import PipelineConfig
 from echoray.data.augment import output_size
 from echoray.data.replay import ConsumedLog
-from echoray.seeds import STREAM_MODEL, STREAM_SAMPLER, derive_seed, to_int63
+from echoray.seeds import STREAM_MODEL, STREAM_SAMPLER, derive_seed
 from echoray.train.accounting import AuditBuffer
-from echoray.train.batch_augment import backward_views, make_views, view_keys
+from echoray.train.batch_augment import (
+    backward_views,
+    dropout_seed,
+    step_counts,
+    view_indices,
+    worker_views,
+)
 from echoray.train.batching import pack_unique
 from echoray.train.device import LossMeter, Precision, ToDevice, memory_format
 from echoray.train.evaluate import Normalizer
 from echoray.train.faults import RunAborted
 from echoray.train.ghost_bn import use_ghost_batch_norm
+from echoray.train.groups import rank_layout
+from echoray.train.groups import steps_per_epoch as steps_per_shard_epoch
 from echoray.train.loop_state import LoopState
 from echoray.train.models import build_model
 from echoray.train.optim import build_optimizer, lr_multiplier, set_lr
@@ -43,13 +51,11 @@ HEARTBEAT_S = 0.5
 
 
 def steps_per_epoch(cfg: PipelineConfig, num_train: int, world: int) -> int:
-    """Optimizer steps per epoch of fresh data, at the nominal echo factor (auto: 1)."""
-    factor = cfg.echo.factor if cfg.echo.factor != "auto" else 1.0
-    per_step = world * cfg.train.batch_size
-    if cfg.echo.stage in ("before_augment", "after_augment"):
-        return max(1, math.floor(num_train * factor / per_step))
-    fresh_steps = max(1, num_train // per_step)
-    return max(1, round(fresh_steps * (factor if cfg.echo.stage == "batch" else 1.0)))
+    """Optimizer steps per epoch of fresh data for `world` workers (train/groups.py: a
+    grouped run's W/M groups read disjoint shards; a group's members step together)."""
+    ba = cfg.batch_augmentation
+    readers = rank_layout(0, world, ba.copies, ba.mode).readers
+    return steps_per_shard_epoch(cfg.echo.stage, cfg.echo.factor, cfg.train.batch_size, num_train, readers)
 
 
 def shuffle_buffer_rows(cfg: PipelineConfig) -> int | None:
@@ -91,9 +97,10 @@ class WorkerLoop:
         ba = cfg.batch_augmentation
         self.copies = ba.copies
         self.grouped = ba.mode == "grouped"
-        self.group, self.member = (self.rank // self.copies, self.rank % self.copies) if self.grouped \
-            else (self.rank, 0)
-        self.reads = not self.grouped or self.member == 0  # in a group only the first worker reads
+        self.layout = rank_layout(self.rank, self.world, self.copies, ba.mode)
+        self.group, self.member = self.layout.group, self.layout.member
+        self.reads = self.layout.reads  # in a group only the first worker reads
+        self.views = view_indices(self.copies, ba.mode, self.member)  # grouped: one view per member
         on_worker = cfg.preprocess.augment.on == "worker"
         self.ops = cfg.preprocess.augment.ops if on_worker else []
         self.views_on_worker = on_worker or self.copies > 1
@@ -122,6 +129,7 @@ class WorkerLoop:
         if t.compile:
             net = torch.compile(net)
         self.model = self.env.wrap_model(net)
+        torch.manual_seed(dropout_seed(cfg.seed, self.rank))  # init above is shared; dropout differs per rank
         self.opt = build_optimizer(self.model.parameters(), cfg.optimizer)
         self.precision = Precision(t.precision, self.device)
         self.normalize = Normalizer(cfg.preprocess.mean, cfg.preprocess.std, self.channels, self.device,
@@ -129,7 +137,7 @@ class WorkerLoop:
         self.to_device = ToDevice(self.device)
         self.repeats = BatchEchoDraws(cfg.seed, cfg.echo.factor, self.rank, self.env.link,
                                       self.env.comm.broadcast_float) if cfg.echo.stage == "batch" else None
-        n_readers = self.world // self.copies if self.grouped else self.world
+        n_readers = self.layout.readers
         by_fresh = cfg.echo.factor == "auto" and cfg.echo.stage != "batch"
         self.clock = FreshClock(self.n_train, n_readers * t.batch_size, self.env.comm.all_reduce_ints) \
             if by_fresh else None
@@ -160,7 +168,7 @@ class WorkerLoop:
 
             pg = make_groups(self.world, self.copies)[self.group]
             shape = (self.image_size, self.image_size, self.channels)
-            batches = broadcast_batches(batches, pg, self.group * self.copies, shape, cfg.train.batch_size)
+            batches = broadcast_batches(batches, pg, self.layout.leader, shape, cfg.train.batch_size)
         return batches
 
     # --- training ---
@@ -186,7 +194,7 @@ class WorkerLoop:
                 self.t_first, waited = time.perf_counter(), 0.0  # pipeline start-up is not a wait
             if first_rep == 0:
                 self.record_batch(batch)
-            inputs, labels, aug_key = self.make_inputs(batch)
+            inputs, labels, aug_key, rows = self.make_inputs(batch)
             if reps is None:
                 reps = self.repeats(s.batch_index) if self.repeats is not None else 1
                 s.batch_index += 1
@@ -195,9 +203,10 @@ class WorkerLoop:
                 self.step(inputs, labels)
                 fresh = s.fresh.observe(batch["epoch"], batch["sample_id"], batch["echo_copies"]) \
                     if (rep == 0 and self.reads) else 0
-                s.counters.add_step(fresh, len(labels), waited if rep == first_rep else 0.0,
-                                    time.perf_counter() - t0)
-                self.record_audit(batch, aug_key, rep, reps)
+                trained, samples = step_counts(len(batch["sample_id"]), len(self.views), self.reads)
+                s.counters.add_step(fresh, trained, waited if rep == first_rep else 0.0,
+                                    time.perf_counter() - t0, samples=samples)
+                self.record_audit(rows, aug_key, rep, reps)
                 self.heartbeat()
                 if self.epoch_due():
                     if self.evaluate():
@@ -213,20 +222,16 @@ class WorkerLoop:
         if self.reads:
             self.consumed.add(batch["epoch"], batch["sample_id"], batch["echo_copy"])
 
-    def make_inputs(self, batch: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
-        """(normalised inputs, labels, augmentation keys) on the device. Batch augmentation
-        lives here: M views per sample (M = 1: plain worker-side augmentation)."""
+    def make_inputs(self, batch: dict[str, np.ndarray]):
+        """(normalised inputs, labels, augmentation keys, audit rows) on the device. Batch
+        augmentation lives here: view-major rows, all M views per sample in `local` mode,
+        the member's one view in `grouped` mode (M = 1: plain worker-side augmentation)."""
         images = self.to_device("image", batch["image"])
         labels = self.to_device("label", np.asarray(batch["label"], dtype=np.int64))
-        if self.views_on_worker:
-            keys = view_keys(self.cfg.seed, batch, self.cfg.echo.stage == "before_augment", self.member,
-                             self.copies)
-            images = make_views(images, keys, self.copies, self.ops)
-            labels = labels.repeat_interleave(self.copies) if self.copies > 1 else labels
-            aug_key = to_int63(keys)
-        else:
-            aug_key = np.asarray(batch["aug_key"])
-        return self.normalize(images), labels, aug_key
+        images, labels, aug_key, rows = worker_views(
+            self.cfg.seed, batch, images, labels, per_copy=self.cfg.echo.stage == "before_augment",
+            views=self.views, ops=self.ops, on_worker=self.views_on_worker)
+        return self.normalize(images), labels, aug_key, rows
 
     def step(self, inputs: torch.Tensor, labels: torch.Tensor) -> None:
         """One optimizer step; the loss stays on the device (read at the next evaluation)."""
@@ -235,20 +240,18 @@ class WorkerLoop:
                lr_multiplier(self.state.counters.steps / self.spe, cfg.train.max_epochs, cfg.schedule))
         self.opt.zero_grad(set_to_none=True)
         with self.precision.autocast():
-            loss = backward_views(self.model, inputs, labels, self.copies, cfg.batch_augmentation.accumulate,
+            loss = backward_views(self.model, inputs, labels, len(self.views), cfg.batch_augmentation.accumulate,
                                   backward=self.precision.backward)
         self.precision.step(self.opt)
         self.loss.add(loss)
 
-    def record_audit(self, batch, aug_key, rep: int, reps: int) -> None:
-        if not self.audit.enabled:  # building the rows costs copies per step: only when asked
+    def record_audit(self, rows: dict[str, np.ndarray], aug_key, rep: int, reps: int) -> None:
+        if not self.audit.enabled:  # building the rows costs views per step: only when asked
             return
-        m, n = self.copies, len(batch["sample_id"])
         self.audit.add(
-            epoch=np.repeat(batch["epoch"], m), step=self.state.counters.steps - 1, worker=self.rank,
-            group=self.group, sample_id=np.repeat(batch["sample_id"], m),
-            view=np.repeat(batch["echo_copy"], m) if reps == 1 else rep,
-            ba_view=np.tile(np.arange(m), n), aug_key=aug_key,
+            epoch=rows["epoch"], step=self.state.counters.steps - 1, worker=self.rank, group=self.group,
+            sample_id=rows["sample_id"], view=rows["echo_copy"] if reps == 1 else rep,
+            ba_view=rows["ba_view"], aug_key=aug_key,
         )
 
     def heartbeat(self) -> None:
@@ -256,7 +259,7 @@ class WorkerLoop:
         c = self.state.counters
         now = time.perf_counter()
         if c.steps == 1 or now - self._last_beat >= HEARTBEAT_S:
-            if self.env.link.beat(self.rank, c.steps, c.trained, c.step_s, fresh=c.fresh):
+            if self.env.link.beat(self.rank, c.steps, c.samples, c.step_s, fresh=c.fresh):
                 raise RunAborted("the driver stopped this run")
             self._last_beat = now
 
@@ -267,13 +270,14 @@ class WorkerLoop:
         return self.clock.due(c.steps, self.state.epoch, c.fresh)
 
     # --- evaluation, checkpoints, the end ---
-    def global_counts(self) -> tuple[int, int, int, int]:
-        """(fresh, trained, duplicate batches, batches) over all ranks; fresh made exact first."""
+    def global_counts(self) -> tuple[int, int, int, int, int]:
+        """(fresh, trained, trained samples, duplicate batches, batches) over all ranks;
+        fresh made exact first."""
         s = self.state
         if self.world > 1:
             s.counters.fresh += s.fresh.reconcile(self.rank, self.env.comm.gather, keep=self.reads)
         return tuple(self.env.comm.all_reduce_ints(
-            [s.counters.fresh, s.counters.trained, s.dup_batches, s.batches]))
+            [s.counters.fresh, s.counters.trained, s.counters.samples, s.dup_batches, s.batches]))
 
     def evaluate(self) -> bool:
         """Score the held-out split, record the epoch, decide together whether to stop."""
@@ -285,7 +289,7 @@ class WorkerLoop:
             correct, total, tta_correct = self.env.evaluator.evaluate(self.model, self.normalize,
                                                                       cfg.train.batch_size)
         s.eval_s += time.perf_counter() - t_eval
-        fresh_all, trained_all, dups, nb = self.global_counts()
+        fresh_all, trained_all, samples_all, dups, nb = self.global_counts()
         acc = correct / total
         s.acc, s.best = acc, max(s.best, acc)
         c = s.counters
@@ -293,7 +297,7 @@ class WorkerLoop:
             "epoch": s.epoch, "step": c.steps, "accuracy": acc,
             "loss": self.loss.take_mean(), "lr": self.opt.param_groups[0]["lr"],
             "accuracy_tta": tta_correct / total if cfg.batch_augmentation.tta_views else None,
-            "fresh_examples": fresh_all, "trained_examples": trained_all,
+            "fresh_examples": fresh_all, "trained_examples": trained_all, "trained_samples": samples_all,
             "duplicate_batch_fraction": dups / max(nb, 1),
             "elapsed_s": time.time() - self.t_start, "time": time.time(),
             "train_s": self.train_s(),
@@ -338,15 +342,15 @@ class WorkerLoop:
         if not stopped and s.counters.steps > s.eval_step:
             self.evaluate()  # the stream ended inside an epoch: score what was trained
         loop_s = self.train_s()
-        fresh_all, trained_all, dups, nb = self.global_counts()
+        fresh_all, trained_all, samples_all, dups, nb = self.global_counts()
         c = s.counters
-        self.env.link.send("heartbeat", self.rank, c.steps, c.trained, c.step_s, fresh=c.fresh)
+        self.env.link.send("heartbeat", self.rank, c.steps, c.samples, c.step_s, fresh=c.fresh)
         self.send_audit()
         final = None
         if self.rank == 0:
             final = {
                 "epochs": s.epoch, "steps": c.steps, "fresh_examples": fresh_all,
-                "trained_examples": trained_all, "best_accuracy": s.best, "last_accuracy": s.acc,
+                "trained_examples": trained_all, "trained_samples": samples_all, "best_accuracy": s.best, "last_accuracy": s.acc,
                 "to_target": s.to_target, "stop_reason": s.reason, "world_size": self.world,
                 "wait_s": c.wait_s, "step_s": c.step_s, "device": str(self.device),
                 "duplicate_batch_fraction": dups / max(nb, 1), "loop_s": loop_s,
