@@ -157,6 +157,9 @@ class TrainConfig(Section):
     checkpoint_every: Annotated[int, Field(ge=0)] = 1
     checkpoint_min_interval_s: Annotated[float, Field(ge=0)] = 10.0
     checkpoints_to_keep: PositiveInt = 2
+    # A progress line (step, examples/s, fresh/trained, echo factor, epoch ETA) and the
+    # same figures to MLflow every this many seconds during an epoch (0: epoch lines only).
+    log_every_s: Annotated[float, Field(ge=0)] = 10.0
 
 
 class ScalingConfig(Section):

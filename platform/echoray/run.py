@@ -27,6 +27,7 @@ from echoray.resume import Resume, backfill, find_checkpoint, write_run_state
 from echoray.runtime.collector import RunCollector
 from echoray.runtime.monitor import stop_training, watch_fit
 from echoray.runtime.placement import fit_placement
+from echoray.runtime.progress import EpochClock, LiveProgress, progress_line, progress_metrics
 from echoray.runtime.resources import format_shortfall, plan_resources, shortfall
 from echoray.runtime.session import start_ray
 from echoray.summary import build_summary, fault_summary, write_json_atomic
@@ -71,6 +72,14 @@ def epoch_line(ev: dict[str, Any]) -> str:
         f"acc {ev['accuracy']:.4f}{tta}  fresh {ev['fresh_examples']:>8}  trained {ev['trained_examples']:>8}  "
         f"lr {ev['lr']:.4f}  {ev['elapsed_s']:.1f}s"
     )
+
+
+def epoch_clock(cfg: PipelineConfig, n_train: int) -> EpochClock:
+    """Where the workers end an epoch (train/loop.py's rule, seen from the driver)."""
+    from echoray.train.loop import steps_per_epoch
+
+    return EpochClock(steps_per_epoch(cfg, n_train, cfg.scaling.num_workers), n_train,
+                      by_fresh=cfg.echo.factor == "auto" and cfg.echo.stage != "batch")
 
 
 def write_audit(collector, path: Path, earlier: list | None = None) -> int:
@@ -181,9 +190,14 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
             if r["kind"] == "restart":
                 say(f"a worker failed: worker group restarted from the checkpoint of epoch {r['from_epoch']}")
 
+        def on_live(fig: dict) -> None:  # every train.log_every_s inside an epoch
+            say(progress_line(fig))
+            logger.log_metrics(progress_metrics(fig), step=fig["step"])
+
+        live = LiveProgress(epoch_clock(cfg, len(idx.train_ids)), cfg.train.log_every_s, on_live)
         collected = watch_fit(trainer.fit, collector, plan, cfg.train.stall_timeout_s, on_event, on_factor,
                               on_restart=on_restart, final_since=resume.epoch if resume else 0,
-                              on_progress=lambda ev: say(epoch_line(ev)))
+                              on_progress=lambda ev: say(epoch_line(ev)), on_tick=live)
         final = collected["final"]
         if final is None:
             raise RuntimeError("training ended without a final report from rank 0")

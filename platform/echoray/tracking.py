@@ -41,6 +41,12 @@ def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
         raise TrackingError(f"MLflow tracking server {uri} is unreachable: {exc}") from None
 
 
+# MLflow 3 opens an experiment without a kind in its GenAI view ("Evaluations", traces);
+# this tag (the value the UI's own experiment-type switch writes) selects its "Model
+# training" view: runs, params, metric charts. Set only on experiments echoray creates.
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+
+
 class RunLogger:
     """Thin wrapper over MlflowClient: explicit run ids, safe from any thread."""
 
@@ -51,10 +57,21 @@ class RunLogger:
         try:
             self.client = MlflowClient(tracking_uri=uri)
             exp = self.client.get_experiment_by_name(experiment)
-            self.experiment_id = exp.experiment_id if exp else self.client.create_experiment(experiment)
+            self.experiment_id = exp.experiment_id if exp else self._create(experiment)
         except Exception as exc:  # noqa: BLE001 - any store failure: name the store
             raise TrackingError(f"MLflow tracking store {uri} cannot be used: {exc}") from None
         self.run_id: str | None = None
+
+    def _create(self, experiment: str) -> str:
+        from mlflow.exceptions import MlflowException
+
+        try:
+            return self.client.create_experiment(experiment, tags=EXPERIMENT_KIND)
+        except MlflowException:  # created meanwhile by a concurrent run (Tune trials): use it
+            exp = self.client.get_experiment_by_name(experiment)
+            if exp is None:
+                raise
+            return exp.experiment_id
 
     def reopen(self, run_id: str) -> str:
         """Continue logging to an existing run (a resumed one): RUNNING again."""
