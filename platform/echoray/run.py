@@ -8,6 +8,7 @@ an MLflow run or a Ray job exists.
 from __future__ import annotations
 
 import datetime as dt
+import socket
 import sys
 import threading
 import time
@@ -23,6 +24,7 @@ import ray
 from echoray.config import PipelineConfig
 from echoray.config_load import ConfigError, flatten, to_yaml
 from echoray.data.sources import SourceIndex, index_source
+from echoray.locations import in_ray_job, runs_root
 from echoray.resume import Resume, backfill, find_checkpoint, write_run_state
 from echoray.runtime.collector import RunCollector
 from echoray.runtime.monitor import stop_training, watch_fit
@@ -55,7 +57,7 @@ def new_run_dir(cfg: PipelineConfig, out: str | None) -> Path:
             raise ConfigError(f"--out {d}: already holds a finished run (summary.json); choose another folder")
     else:
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
-        d = Path("runs") / f"{cfg.name}-{stamp}"
+        d = runs_root() / f"{cfg.name}-{stamp}"
     return d
 
 
@@ -210,6 +212,8 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
             final=final, collected=collected, t0=t0, t_end=time.time(),
         )
         summary["history"] = history
+        summary["mlflow_experiment_id"] = logger.experiment_id
+        summary["mlflow_artifact_uri"] = logger.artifact_uri()
         summary["faults"] = fault_summary(collected, resume.resumes if resume else [])
         summary["metric_tta"] = history[-1]["accuracy_tta"] if history else None
         summary["echo"]["factor_history"] = [
@@ -263,12 +267,39 @@ def print_summary(s: dict[str, Any]) -> None:
         lines.append(f"throughput: upstream {s['upstream_examples_per_s']:.0f} ex/s, downstream "
                      f"{s['downstream_examples_per_s']:.0f} ex/s, measured R {s['measured_R']:.2f}"
                      + (f", echo factor now {s['echo']['final_factor']:.2f}" if s["echo"]["factor"] == "auto" else ""))
-    lines.append(f"summary: {Path(s['run_dir']) / 'summary.json'}")
-    uri = s["mlflow_tracking_uri"]
-    if uri.startswith("sqlite:"):
-        lines.append(f"MLflow UI: mlflow ui --backend-store-uri {uri}   (then open http://127.0.0.1:5000)")
-    else:
-        lines.append(f"MLflow: {uri}  (run {s['mlflow_run_id']})")
+    lines.extend(where_lines(s, in_ray_job(), socket.gethostname()))
     for line in lines:
         say(line)
     sys.stdout.flush()
+
+
+def run_url(s: dict[str, Any]) -> str:
+    """The run's page in the MLflow UI of an HTTP tracking server."""
+    return f"{s['mlflow_tracking_uri'].rstrip('/')}/#/experiments/{s['mlflow_experiment_id']}/runs/{s['mlflow_run_id']}"
+
+
+def where_lines(s: dict[str, Any], in_job: bool, host: str) -> list[str]:
+    """Where the run's files and its MLflow run are, and how to open the UI from there."""
+    summary = Path(s["run_dir"]) / "summary.json"
+    uri = s["mlflow_tracking_uri"]
+    if not in_job:
+        lines = [f"summary: {summary}"]
+        if uri.startswith("sqlite:"):
+            lines.append(f"MLflow UI: mlflow ui --backend-store-uri {uri}   (then open http://127.0.0.1:5000)")
+        elif uri.startswith(("http://", "https://")):
+            lines.append(f"MLflow UI: {run_url(s)}")
+        else:
+            lines.append(f"MLflow: {uri}  (run {s['mlflow_run_id']})")
+        return lines
+    lines = [f"run folder: {summary.parent} on {host} (the node of the job's driver)",
+             f"its files (config.yaml, summary.json, audit.parquet if on) are the MLflow run's artifacts: "
+             f"{s.get('mlflow_artifact_uri') or 'see the run'}"]
+    if uri.startswith(("http://", "https://")):
+        lines.append(f"MLflow UI: {run_url(s)}  (from outside the cluster: forward that port with ssh -L, "
+                     "README \"Run on a cluster\", MLflow UI)")
+    elif uri.startswith("sqlite:"):
+        lines.append(f"MLflow store {uri} on {host}; the UI, there: mlflow ui --backend-store-uri {uri} "
+                     "(a cluster's head exports MLFLOW_TRACKING_URI of its tracking server instead)")
+    else:
+        lines.append(f"MLflow: {uri}  (run {s['mlflow_run_id']})")
+    return lines

@@ -9,6 +9,7 @@ import urllib.request
 from pathlib import Path
 
 from echoray.config import PipelineConfig
+from echoray.locations import default_sqlite_uri
 
 
 class TrackingError(RuntimeError):
@@ -16,11 +17,12 @@ class TrackingError(RuntimeError):
 
 
 def tracking_uri(cfg: PipelineConfig) -> str:
-    """config tracking.uri, else MLFLOW_TRACKING_URI, else sqlite:///mlflow.db in the cwd."""
+    """config tracking.uri, else MLFLOW_TRACKING_URI, else sqlite:///mlflow.db in the cwd
+    (in a Ray job: in ~/echoray, see locations.py)."""
     uri = cfg.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI")
     if uri:
         return uri
-    return f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+    return default_sqlite_uri()
 
 
 def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
@@ -105,6 +107,9 @@ class RunLogger:
         ts = int(time.time() * 1000)
         batch = [Metric(k, float(v), ts, step) for k, v in metrics.items() if v is not None]
         self.client.log_batch(self.run_id, metrics=batch)
+
+    def artifact_uri(self) -> str:
+        return self.client.get_run(self.run_id).info.artifact_uri
 
     def log_file(self, path: Path, artifact_path: str | None = None) -> None:
         self.client.log_artifact(self.run_id, str(path), artifact_path)
