@@ -273,9 +273,16 @@ def print_summary(s: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def run_url(s: dict[str, Any]) -> str:
-    """The run's page in the MLflow UI of an HTTP tracking server."""
-    return f"{s['mlflow_tracking_uri'].rstrip('/')}/#/experiments/{s['mlflow_experiment_id']}/runs/{s['mlflow_run_id']}"
+# MLflow 3.17's UI shows an experiment in its GenAI or Model training view by a global
+# switch the browser remembers (default GenAI), not by the experiment's
+# mlflow.experimentKind tag; this parameter of the address selects Model training.
+MODEL_TRAINING_VIEW = "?workflowType=machine_learning"
+
+
+def run_url(s: dict[str, Any], server: str | None = None) -> str:
+    """The run's page in the MLflow UI (server: where the UI is, else the tracking server)."""
+    base = (server or s["mlflow_tracking_uri"]).rstrip("/")
+    return f"{base}/#/experiments/{s['mlflow_experiment_id']}/runs/{s['mlflow_run_id']}{MODEL_TRAINING_VIEW}"
 
 
 def where_lines(s: dict[str, Any], in_job: bool, host: str) -> list[str]:
@@ -285,7 +292,8 @@ def where_lines(s: dict[str, Any], in_job: bool, host: str) -> list[str]:
     if not in_job:
         lines = [f"summary: {summary}"]
         if uri.startswith("sqlite:"):
-            lines.append(f"MLflow UI: mlflow ui --backend-store-uri {uri}   (then open http://127.0.0.1:5000)")
+            lines.append(f"MLflow UI: mlflow ui --backend-store-uri {uri}   (then open "
+                         f"{run_url(s, 'http://127.0.0.1:5000')})")
         elif uri.startswith(("http://", "https://")):
             lines.append(f"MLflow UI: {run_url(s)}")
         else:

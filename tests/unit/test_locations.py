@@ -33,16 +33,18 @@ def test_a_job_keeps_runs_out_of_rays_working_dir(monkeypatch, tmp_path):
 def test_closing_lines_locally():
     lines = where_lines({**SUMMARY, "mlflow_tracking_uri": "sqlite:////w/mlflow.db"}, in_job=False, host="h")
     assert lines == ["summary: /home/u/echoray/runs/digits-1/summary.json",
-                     "MLflow UI: mlflow ui --backend-store-uri sqlite:////w/mlflow.db   (then open http://127.0.0.1:5000)"]
+                     "MLflow UI: mlflow ui --backend-store-uri sqlite:////w/mlflow.db   (then open "
+                     "http://127.0.0.1:5000/#/experiments/7/runs/abc?workflowType=machine_learning)"]
     http = where_lines({**SUMMARY, "mlflow_tracking_uri": "http://127.0.0.1:5000/"}, in_job=False, host="h")
-    assert http[1] == "MLflow UI: http://127.0.0.1:5000/#/experiments/7/runs/abc"
+    assert http[1] == "MLflow UI: http://127.0.0.1:5000/#/experiments/7/runs/abc?workflowType=machine_learning"
 
 
 def test_closing_lines_in_a_job_name_the_node_the_artifacts_and_the_tunnel():
     lines = where_lines({**SUMMARY, "mlflow_tracking_uri": "http://10.0.1.23:5000"}, in_job=True, host="head-1")
     assert lines[0] == "run folder: /home/u/echoray/runs/digits-1 on head-1 (the node of the job's driver)"
     assert lines[1].endswith("are the MLflow run's artifacts: mlflow-artifacts:/7/abc/artifacts")
-    assert lines[2].startswith("MLflow UI: http://10.0.1.23:5000/#/experiments/7/runs/abc  (from outside the cluster")
+    assert lines[2].startswith("MLflow UI: http://10.0.1.23:5000/#/experiments/7/runs/abc?workflowType="
+                               "machine_learning  (from outside the cluster")
     assert not any("mlflow ui" in line for line in lines)
     sqlite = where_lines({**SUMMARY, "mlflow_tracking_uri": "sqlite:////home/u/echoray/mlflow.db"}, True, "head-1")
     assert sqlite[2].startswith("MLflow store sqlite:////home/u/echoray/mlflow.db on head-1; the UI, there:")
