@@ -8,6 +8,7 @@ an MLflow run or a Ray job exists.
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 import socket
 import sys
 import threading
@@ -267,7 +268,7 @@ def print_summary(s: dict[str, Any]) -> None:
         lines.append(f"throughput: upstream {s['upstream_examples_per_s']:.0f} ex/s, downstream "
                      f"{s['downstream_examples_per_s']:.0f} ex/s, measured R {s['measured_R']:.2f}"
                      + (f", echo factor now {s['echo']['final_factor']:.2f}" if s["echo"]["factor"] == "auto" else ""))
-    lines.extend(where_lines(s, in_ray_job(), socket.gethostname()))
+    lines.extend(where_lines(s, in_ray_job(), socket.gethostname(), mlflow_command()))
     for line in lines:
         say(line)
     sys.stdout.flush()
@@ -285,14 +286,22 @@ def run_url(s: dict[str, Any], server: str | None = None) -> str:
     return f"{base}/#/experiments/{s['mlflow_experiment_id']}/runs/{s['mlflow_run_id']}{MODEL_TRAINING_VIEW}"
 
 
-def where_lines(s: dict[str, Any], in_job: bool, host: str) -> list[str]:
+def mlflow_command() -> str:
+    """`mlflow` if the shell finds it, else the one next to this Python (`make run` does not
+    activate .venv, so the printed command must work without it)."""
+    if shutil.which("mlflow"):
+        return "mlflow"
+    return str(Path(sys.executable).parent / "mlflow")
+
+
+def where_lines(s: dict[str, Any], in_job: bool, host: str, mlflow_cmd: str = "mlflow") -> list[str]:
     """Where the run's files and its MLflow run are, and how to open the UI from there."""
     summary = Path(s["run_dir"]) / "summary.json"
     uri = s["mlflow_tracking_uri"]
     if not in_job:
         lines = [f"summary: {summary}"]
         if uri.startswith("sqlite:"):
-            lines.append(f"MLflow UI: mlflow ui --backend-store-uri {uri}   (then open "
+            lines.append(f"MLflow UI: {mlflow_cmd} ui --backend-store-uri {uri}   (then open "
                          f"{run_url(s, 'http://127.0.0.1:5000')})")
         elif uri.startswith(("http://", "https://")):
             lines.append(f"MLflow UI: {run_url(s)}")
@@ -306,7 +315,7 @@ def where_lines(s: dict[str, Any], in_job: bool, host: str) -> list[str]:
         lines.append(f"MLflow UI: {run_url(s)}  (from outside the cluster: forward that port with ssh -L, "
                      "README \"Run on a cluster\", MLflow UI)")
     elif uri.startswith("sqlite:"):
-        lines.append(f"MLflow store {uri} on {host}; the UI, there: mlflow ui --backend-store-uri {uri} "
+        lines.append(f"MLflow store {uri} on {host}; the UI, there: {mlflow_cmd} ui --backend-store-uri {uri} "
                      "(a cluster's head exports MLFLOW_TRACKING_URI of its tracking server instead)")
     else:
         lines.append(f"MLflow: {uri}  (run {s['mlflow_run_id']})")

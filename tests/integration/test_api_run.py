@@ -23,7 +23,7 @@ def test_api_train_returns_the_summary_and_logs_progress(local_ray, tmp_path, sq
     live = [line for line in printed.splitlines() if " ex/s " in line]
     assert live, printed[-3000:]
     assert all("epoch ETA" in line and "echo 1.00" in line for line in live)
-    assert f"MLflow UI: mlflow ui --backend-store-uri {sqlite_uri}" in printed
+    assert f"mlflow ui --backend-store-uri {sqlite_uri}   (then open http://127.0.0.1:5000/#/experiments/" in printed
 
     client = MlflowClient(sqlite_uri)
     exp = client.get_experiment_by_name("api")

@@ -1,9 +1,10 @@
 """Where runs go and what the closing lines say: locally, and inside a `ray job submit` driver."""
 
+import sys
 from pathlib import Path
 
 from echoray.locations import JOB_ENV, default_sqlite_uri, in_ray_job, runs_root
-from echoray.run import where_lines
+from echoray.run import mlflow_command, where_lines
 
 SUMMARY = {"run_dir": "/home/u/echoray/runs/digits-1", "mlflow_run_id": "abc", "mlflow_experiment_id": "7",
            "mlflow_artifact_uri": "mlflow-artifacts:/7/abc/artifacts"}
@@ -31,9 +32,10 @@ def test_a_job_keeps_runs_out_of_rays_working_dir(monkeypatch, tmp_path):
 
 
 def test_closing_lines_locally():
-    lines = where_lines({**SUMMARY, "mlflow_tracking_uri": "sqlite:////w/mlflow.db"}, in_job=False, host="h")
+    lines = where_lines({**SUMMARY, "mlflow_tracking_uri": "sqlite:////w/mlflow.db"}, in_job=False, host="h",
+                        mlflow_cmd="/w/.venv/bin/mlflow")
     assert lines == ["summary: /home/u/echoray/runs/digits-1/summary.json",
-                     "MLflow UI: mlflow ui --backend-store-uri sqlite:////w/mlflow.db   (then open "
+                     "MLflow UI: /w/.venv/bin/mlflow ui --backend-store-uri sqlite:////w/mlflow.db   (then open "
                      "http://127.0.0.1:5000/#/experiments/7/runs/abc?workflowType=machine_learning)"]
     http = where_lines({**SUMMARY, "mlflow_tracking_uri": "http://127.0.0.1:5000/"}, in_job=False, host="h")
     assert http[1] == "MLflow UI: http://127.0.0.1:5000/#/experiments/7/runs/abc?workflowType=machine_learning"
@@ -48,3 +50,9 @@ def test_closing_lines_in_a_job_name_the_node_the_artifacts_and_the_tunnel():
     assert not any("mlflow ui" in line for line in lines)
     sqlite = where_lines({**SUMMARY, "mlflow_tracking_uri": "sqlite:////home/u/echoray/mlflow.db"}, True, "head-1")
     assert sqlite[2].startswith("MLflow store sqlite:////home/u/echoray/mlflow.db on head-1; the UI, there:")
+
+
+def test_the_printed_mlflow_command_works_without_an_active_venv(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no mlflow on it
+    assert mlflow_command() == str(Path(sys.executable).parent / "mlflow")
+    assert Path(mlflow_command()).is_file()
