@@ -66,7 +66,7 @@ def test_recipe_steps_are_what_this_test_knows():
         ". .venv/bin/activate",
         "export RAY_AUTH_MODE=token",
         "ray get-auth-token --generate >/dev/null",
-        "mlflow server --host 127.0.0.1 --port 5000 --backend-store-uri sqlite:///$PWD/mlflow.db &",
+        "mlflow server --host 127.0.0.1 --port 5000 --backend-store-uri sqlite:///$PWD/mlflow.db --workers 1 &",
         "MLFLOW_TRACKING_URI=http://127.0.0.1:5000 ray start --head --dashboard-host=127.0.0.1",
         "ray job submit --address http://127.0.0.1:8265 --working-dir . --runtime-env jobs/runtime_env.yaml "
         "-- python jobs/train.py pipelines/digits.yaml",
