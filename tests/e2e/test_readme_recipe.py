@@ -14,8 +14,9 @@ recipe's activation puts it there. What the test substitutes, and why:
   appended (a short run), and is resubmitted while Ray answers "No available agent" (the
   head's job agent registers a few seconds after `ray start` returns);
 - `ray stop` kills every Ray on the machine (other tests', other users'): the test stops
-  the process group its `ray start` ran in instead (Ray's processes stay in it), and
-  `kill %1` stops the `mlflow server` it started.
+  the processes of the session its `ray start` ran in instead (Ray's processes stay in it;
+  its workers have process groups of their own), and `kill %1` stops the `mlflow server`
+  it started (its own session too).
 """
 
 from __future__ import annotations
@@ -107,24 +108,27 @@ def wait_health(url: str, proc: subprocess.Popen, timeout_s: float = 300) -> Non
     raise TimeoutError(f"{url} did not answer in {timeout_s} s")
 
 
-def stop_group(pgid: int) -> None:
-    """SIGTERM the process group, SIGKILL what is left after 30 s; only our processes."""
-    def members():
-        return [p for p in psutil.process_iter() if _pgid(p) == pgid]
+def stop_session(sid: int) -> None:
+    """SIGTERM every process of the session (Ray's workers have process groups of their own,
+    in the session `ray start` ran in), SIGKILL what is left after 15 s; only ours."""
+    def members() -> list[psutil.Process]:
+        return [p for p in psutil.process_iter() if _sid(p) == sid]
 
-    for sig, wait_s in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            return
-        psutil.wait_procs(members(), timeout=wait_s)
+    for sig, wait_s in ((signal.SIGTERM, 15), (signal.SIGKILL, 10)):
+        alive = members()
+        for p in alive:
+            try:
+                p.send_signal(sig)
+            except psutil.Error:
+                pass
+        psutil.wait_procs(alive, timeout=wait_s)
     assert not members()
 
 
-def _pgid(p: psutil.Process) -> int | None:
+def _sid(p: psutil.Process) -> int | None:
     try:
-        return os.getpgid(p.pid)
-    except (ProcessLookupError, psutil.Error):
+        return os.getsid(p.pid)
+    except (ProcessLookupError, PermissionError):
         return None
 
 
@@ -140,7 +144,7 @@ def test_single_machine_recipe_as_written(tmp_path):
     agents = " ".join(f"--{name}-port={free_port()}" for name in (
         "dashboard-agent-listen", "dashboard-agent-grpc", "metrics-export", "runtime-env-agent", "ray-client-server"))
     prelude: list[str] = []
-    groups: dict[str, int] = {}
+    sessions: dict[str, int] = {}
     procs: list[subprocess.Popen] = []
     log = open(tmp_path / "recipe.log", "w")
 
@@ -162,13 +166,13 @@ def test_single_machine_recipe_as_written(tmp_path):
                 assert bash(step).wait(120) == 0
             elif step.startswith("mlflow server"):
                 server = bash(step.replace("--port 5000", f"--port {mlflow_port}").removesuffix("&").strip())
-                groups["mlflow"] = server.pid
+                sessions["mlflow"] = server.pid
                 wait_health(f"http://127.0.0.1:{mlflow_port}/health", server)
             elif " ray start --head" in step:
                 cmd = (step.replace(":5000", f":{mlflow_port}") + f" --port={gcs} --dashboard-port={dash} {agents}"
                        f" --temp-dir={ray_tmp} --disable-usage-stats")
                 starter = bash(cmd)
-                groups["ray"] = starter.pid
+                sessions["ray"] = starter.pid
                 assert starter.wait(300) == 0, (tmp_path / "recipe.log").read_text()[-3000:]
             elif step.startswith("ray job submit"):
                 cmd = step.replace(":8265", f":{dash}") + SHORT_RUN
@@ -181,15 +185,15 @@ def test_single_machine_recipe_as_written(tmp_path):
                     time.sleep(2)
                 assert res.returncode == 0, job_out[-5000:]
             elif step == "ray stop":
-                stop_group(groups.pop("ray"))
+                stop_session(sessions.pop("ray"))
             elif step == "kill %1":
-                stop_group(groups.pop("mlflow"))
+                stop_session(sessions.pop("mlflow"))
             else:
                 raise AssertionError(f"README step not known to this test: {step}")
             print(f"{time.time() - started:6.1f} s  {step}")
     finally:
-        for pgid in groups.values():
-            stop_group(pgid)
+        for sid in sessions.values():
+            stop_session(sid)
         log.close()
         shutil.rmtree(ray_tmp, ignore_errors=True)
 
