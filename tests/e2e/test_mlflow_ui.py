@@ -67,7 +67,7 @@ def test_finished_run_opens_in_the_model_training_view(ray_head, mlflow_server, 
         [str(BIN / "echoray"), "train", str(REPO / "pipelines" / "digits.yaml"), "--set", f"tracking.uri={mlflow_server}",
          "--set", "tracking.experiment=ui", "--set", "source.limit=512", "--set", "train.max_epochs=2",
          "--set", "train.target=null", "--set", "echo.stage=after_augment", "--set", "echo.factor=2",
-         "--out", str(tmp_path / "run")],
+         "--out", str(tmp_path / "digits-ui-e2e")],
         env={**ray_head["env"], "RAY_ADDRESS": ray_head["gcs"]}, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-3000:]
     (url,) = re.findall(r"MLflow UI: (\S+)", res.stdout)
@@ -82,7 +82,7 @@ def test_finished_run_opens_in_the_model_training_view(ray_head, mlflow_server, 
     text = open_page(url, shot)
     print(f"screenshot: {shot}")
     assert shot.stat().st_size > 10_000
-    assert run.info.run_name in text
+    assert run.info.run_name == "digits-ui-e2e" and run.info.run_name in text
     missing = sorted(m for m in metrics if m not in text)
     assert not missing, f"metrics not on the page: {missing}"
     # Model training view: its sidebar (Runs, Models, Model registry), not GenAI's.
