@@ -55,7 +55,7 @@ def open_page(url: str, screenshot: Path, budget_ms: int = 30000) -> list[str]:
         res = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", f"--virtual-time-budget={budget_ms}",
                               f"--screenshot={screenshot}", "--dump-dom", url],
                              capture_output=True, text=True, timeout=240)
-    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-6000:]
     parser = _Text()
     parser.feed(res.stdout)
     return parser.parts
@@ -69,7 +69,7 @@ def test_finished_run_opens_in_the_model_training_view(ray_head, mlflow_server, 
          "--set", "train.target=null", "--set", "echo.stage=after_augment", "--set", "echo.factor=2",
          "--out", str(tmp_path / "digits-ui-e2e")],
         env={**ray_head["env"], "RAY_ADDRESS": ray_head["gcs"]}, capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-6000:]
     (url,) = re.findall(r"MLflow UI: (\S+)", res.stdout)
     client = MlflowClient(mlflow_server)
     run = client.search_runs([client.get_experiment_by_name("ui").experiment_id])[0]
