@@ -55,7 +55,7 @@ def open_page(url: str, screenshot: Path, budget_ms: int = 30000) -> list[str]:
         res = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", f"--virtual-time-budget={budget_ms}",
                               f"--screenshot={screenshot}", "--dump-dom", url],
                              capture_output=True, text=True, timeout=240)
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-6000:]
+    assert res.returncode == 0, res.stderr[-3000:]
     parser = _Text()
     parser.feed(res.stdout)
     return parser.parts
