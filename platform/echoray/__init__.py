@@ -1,3 +1,35 @@
-"""echoray: data echoing and batch augmentation on Ray."""
+"""echoray: data echoing and batch augmentation on Ray.
+
+Python API (see api.py and the README's "Python API"):
+
+    import echoray
+    summary = echoray.train("pipelines/digits.yaml", overrides={"echo.factor": 2})
+
+The names are imported on first use, so `import echoray` stays cheap (no Ray, torch
+or MLflow import until a run starts), in the CLI and in every Ray worker.
+"""
 
 __version__ = "0.1.0"
+
+# `train` and `tune` are also subpackages; calling them goes to echoray.api (callable_package.py).
+_API = {
+    "train": None, "tune": None, "study": "echoray.api", "load_config": "echoray.api",
+    "ConfigError": "echoray.config_load", "SourceError": "echoray.data.sources",
+    "TrackingError": "echoray.tracking", "StallError": "echoray.runtime.monitor",
+    "DataError": "echoray.runtime.monitor",
+}
+__all__ = [*_API, "__version__"]
+
+
+def __getattr__(name: str):
+    if name in _API:
+        import importlib
+
+        if _API[name] is None:
+            return importlib.import_module(f"echoray.{name}")
+        return getattr(importlib.import_module(_API[name]), name)
+    raise AttributeError(f"module 'echoray' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

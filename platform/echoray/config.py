@@ -165,6 +165,9 @@ class TrainConfig(Section):
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
     channels_last: bool = False  # NHWC weights and inputs (tensor-core convolutions)
     compile: bool = False  # torch.compile the model (see README: where it helps)
+    # A progress line (step, examples/s, fresh/trained, echo factor, epoch ETA) and the
+    # same figures to MLflow every this many seconds during an epoch (0: epoch lines only).
+    log_every_s: Annotated[float, Field(ge=0)] = 10.0
 
 
 class ScalingConfig(Section):

@@ -8,6 +8,8 @@ an MLflow run or a Ray job exists.
 from __future__ import annotations
 
 import datetime as dt
+import shutil
+import socket
 import sys
 import threading
 import time
@@ -23,10 +25,12 @@ import ray
 from echoray.config import PipelineConfig
 from echoray.config_load import ConfigError, flatten, to_yaml
 from echoray.data.sources import SourceIndex, index_source
+from echoray.locations import in_ray_job, runs_root
 from echoray.resume import Resume, backfill, find_checkpoint, write_run_state
 from echoray.runtime.collector import RunCollector
 from echoray.runtime.monitor import stop_training, watch_fit
 from echoray.runtime.placement import fit_placement
+from echoray.runtime.progress import EpochClock, LiveProgress, progress_line, progress_metrics
 from echoray.runtime.resources import format_shortfall, plan_resources, shortfall
 from echoray.runtime.session import start_ray
 from echoray.summary import build_summary, fault_summary, write_json_atomic
@@ -54,7 +58,7 @@ def new_run_dir(cfg: PipelineConfig, out: str | None) -> Path:
             raise ConfigError(f"--out {d}: already holds a finished run (summary.json); choose another folder")
     else:
         stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
-        d = Path("runs") / f"{cfg.name}-{stamp}"
+        d = runs_root() / f"{cfg.name}-{stamp}"
     return d
 
 
@@ -71,6 +75,14 @@ def epoch_line(ev: dict[str, Any]) -> str:
         f"acc {ev['accuracy']:.4f}{tta}  fresh {ev['fresh_examples']:>8}  trained {ev['trained_examples']:>8}  "
         f"lr {ev['lr']:.4f}  {ev['elapsed_s']:.1f}s"
     )
+
+
+def epoch_clock(cfg: PipelineConfig, n_train: int) -> EpochClock:
+    """Where the workers end an epoch (train/loop.py's rule, seen from the driver)."""
+    from echoray.train.loop import steps_per_epoch
+
+    return EpochClock(steps_per_epoch(cfg, n_train, cfg.scaling.num_workers), n_train,
+                      by_fresh=cfg.echo.factor == "auto" and cfg.echo.stage != "batch")
 
 
 def write_audit(collector, path: Path, earlier: list | None = None) -> int:
@@ -184,9 +196,14 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
             if r["kind"] == "restart":
                 say(f"a worker failed: worker group restarted from the checkpoint of epoch {r['from_epoch']}")
 
+        def on_live(fig: dict) -> None:  # every train.log_every_s inside an epoch
+            say(progress_line(fig))
+            logger.log_metrics(progress_metrics(fig), step=fig["step"])
+
+        live = LiveProgress(epoch_clock(cfg, len(idx.train_ids)), cfg.train.log_every_s, on_live)
         collected = watch_fit(trainer.fit, collector, plan, cfg.train.stall_timeout_s, on_event, on_factor,
                               on_restart=on_restart, final_since=resume.epoch if resume else 0,
-                              on_progress=lambda ev: say(epoch_line(ev)))
+                              on_progress=lambda ev: say(epoch_line(ev)), on_tick=live)
         final = collected["final"]
         if final is None:
             raise RuntimeError("training ended without a final report from rank 0")
@@ -199,6 +216,8 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
             final=final, collected=collected, t0=t0, t_end=time.time(),
         )
         summary["history"] = history
+        summary["mlflow_experiment_id"] = logger.experiment_id
+        summary["mlflow_artifact_uri"] = logger.artifact_uri()
         summary["faults"] = fault_summary(collected, resume.resumes if resume else [])
         summary["metric_tta"] = history[-1]["accuracy_tta"] if history else None
         summary["echo"]["factor_history"] = [
@@ -252,12 +271,55 @@ def print_summary(s: dict[str, Any]) -> None:
         lines.append(f"throughput: upstream {s['upstream_examples_per_s']:.0f} ex/s, downstream "
                      f"{s['downstream_examples_per_s']:.0f} ex/s, measured R {s['measured_R']:.2f}"
                      + (f", echo factor now {s['echo']['final_factor']:.2f}" if s["echo"]["factor"] == "auto" else ""))
-    lines.append(f"summary: {Path(s['run_dir']) / 'summary.json'}")
-    uri = s["mlflow_tracking_uri"]
-    if uri.startswith("sqlite:"):
-        lines.append(f"MLflow UI: mlflow ui --backend-store-uri {uri}   (then open http://127.0.0.1:5000)")
-    else:
-        lines.append(f"MLflow: {uri}  (run {s['mlflow_run_id']})")
+    lines.extend(where_lines(s, in_ray_job(), socket.gethostname(), mlflow_command()))
     for line in lines:
         say(line)
     sys.stdout.flush()
+
+
+# MLflow 3.17's UI shows an experiment in its GenAI or Model training view by a global
+# switch the browser remembers (default GenAI), not by the experiment's
+# mlflow.experimentKind tag; this parameter of the address selects Model training.
+MODEL_TRAINING_VIEW = "?workflowType=machine_learning"
+
+
+def run_url(s: dict[str, Any], server: str | None = None) -> str:
+    """The run's page in the MLflow UI (server: where the UI is, else the tracking server)."""
+    base = (server or s["mlflow_tracking_uri"]).rstrip("/")
+    return f"{base}/#/experiments/{s['mlflow_experiment_id']}/runs/{s['mlflow_run_id']}{MODEL_TRAINING_VIEW}"
+
+
+def mlflow_command() -> str:
+    """`mlflow` if the shell finds it, else the one next to this Python (`make run` does not
+    activate .venv, so the printed command must work without it)."""
+    if shutil.which("mlflow"):
+        return "mlflow"
+    return str(Path(sys.executable).parent / "mlflow")
+
+
+def where_lines(s: dict[str, Any], in_job: bool, host: str, mlflow_cmd: str = "mlflow") -> list[str]:
+    """Where the run's files and its MLflow run are, and how to open the UI from there."""
+    summary = Path(s["run_dir"]) / "summary.json"
+    uri = s["mlflow_tracking_uri"]
+    if not in_job:
+        lines = [f"summary: {summary}"]
+        if uri.startswith("sqlite:"):
+            lines.append(f"MLflow UI: {mlflow_cmd} ui --backend-store-uri {uri}   (then open "
+                         f"{run_url(s, 'http://127.0.0.1:5000')})")
+        elif uri.startswith(("http://", "https://")):
+            lines.append(f"MLflow UI: {run_url(s)}")
+        else:
+            lines.append(f"MLflow: {uri}  (run {s['mlflow_run_id']})")
+        return lines
+    lines = [f"run folder: {summary.parent} on {host} (the node of the job's driver)",
+             f"its files (config.yaml, summary.json, audit.parquet if on) are the MLflow run's artifacts: "
+             f"{s.get('mlflow_artifact_uri') or 'see the run'}"]
+    if uri.startswith(("http://", "https://")):
+        lines.append(f"MLflow UI: {run_url(s)}  (from outside the cluster: forward that port with ssh -L, "
+                     "README \"Run on a cluster\", MLflow UI)")
+    elif uri.startswith("sqlite:"):
+        lines.append(f"MLflow store {uri} on {host}; the UI, there: {mlflow_cmd} ui --backend-store-uri {uri} "
+                     "(a cluster's head exports MLFLOW_TRACKING_URI of its tracking server instead)")
+    else:
+        lines.append(f"MLflow: {uri}  (run {s['mlflow_run_id']})")
+    return lines

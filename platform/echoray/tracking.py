@@ -9,6 +9,7 @@ import urllib.request
 from pathlib import Path
 
 from echoray.config import PipelineConfig
+from echoray.locations import default_sqlite_uri
 
 
 class TrackingError(RuntimeError):
@@ -16,11 +17,12 @@ class TrackingError(RuntimeError):
 
 
 def tracking_uri(cfg: PipelineConfig) -> str:
-    """config tracking.uri, else MLFLOW_TRACKING_URI, else sqlite:///mlflow.db in the cwd."""
+    """config tracking.uri, else MLFLOW_TRACKING_URI, else sqlite:///mlflow.db in the cwd
+    (in a Ray job: in ~/echoray, see locations.py)."""
     uri = cfg.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI")
     if uri:
         return uri
-    return f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+    return default_sqlite_uri()
 
 
 def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
@@ -41,6 +43,12 @@ def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
         raise TrackingError(f"MLflow tracking server {uri} is unreachable: {exc}") from None
 
 
+# MLflow 3 opens an experiment without a kind in its GenAI view ("Evaluations", traces);
+# this tag (the value the UI's own experiment-type switch writes) selects its "Model
+# training" view: runs, params, metric charts. Set only on experiments echoray creates.
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+
+
 class RunLogger:
     """Thin wrapper over MlflowClient: explicit run ids, safe from any thread."""
 
@@ -51,10 +59,21 @@ class RunLogger:
         try:
             self.client = MlflowClient(tracking_uri=uri)
             exp = self.client.get_experiment_by_name(experiment)
-            self.experiment_id = exp.experiment_id if exp else self.client.create_experiment(experiment)
+            self.experiment_id = exp.experiment_id if exp else self._create(experiment)
         except Exception as exc:  # noqa: BLE001 - any store failure: name the store
             raise TrackingError(f"MLflow tracking store {uri} cannot be used: {exc}") from None
         self.run_id: str | None = None
+
+    def _create(self, experiment: str) -> str:
+        from mlflow.exceptions import MlflowException
+
+        try:
+            return self.client.create_experiment(experiment, tags=EXPERIMENT_KIND)
+        except MlflowException:  # created meanwhile by a concurrent run (Tune trials): use it
+            exp = self.client.get_experiment_by_name(experiment)
+            if exp is None:
+                raise
+            return exp.experiment_id
 
     def reopen(self, run_id: str) -> str:
         """Continue logging to an existing run (a resumed one): RUNNING again."""
@@ -88,6 +107,9 @@ class RunLogger:
         ts = int(time.time() * 1000)
         batch = [Metric(k, float(v), ts, step) for k, v in metrics.items() if v is not None]
         self.client.log_batch(self.run_id, metrics=batch)
+
+    def artifact_uri(self) -> str:
+        return self.client.get_run(self.run_id).info.artifact_uri
 
     def log_file(self, path: Path, artifact_path: str | None = None) -> None:
         self.client.log_artifact(self.run_id, str(path), artifact_path)

@@ -58,6 +58,7 @@ class RunCollector:
         self.bad: dict[int, tuple[str, str]] = {}  # sample id -> (file, reason)
         self.seeded = bool(resume)
         self.attempts = 0  # worker groups started
+        self.workers: dict[int, tuple[int, int, int]] = {}  # rank -> (steps, trained, fresh), latest heartbeat
         if resume:  # a new driver continues a run: its checkpoint is the starting point
             self.commit = resume
             self.final_epoch = resume["epoch"]
@@ -112,6 +113,7 @@ class RunCollector:
         trained: the worker's trained samples (Counters.samples, batch-augmentation
         views counted once), the rate behind the downstream figure and R."""
         now = time.time()
+        self.workers[rank] = (step, trained, fresh)
         if self.first_step_at is None and step > 0:
             self.first_step_at = now
         if self.recoveries and self.recoveries[-1]["first_step_at"] is None \
@@ -208,7 +210,17 @@ class RunCollector:
             "failures": self.failures,
             "bad_examples": len(self.bad),
             "bad_files": [n for n, _ in list(self.bad.values())[:BAD_EXAMPLES_SHOWN]],
+            "tick": self._tick(),
         }
+
+    def _tick(self) -> dict[str, Any] | None:
+        """All workers' counters now (runtime/progress.py Tick); fresh is None until a
+        worker reports it."""
+        if not self.workers:
+            return None
+        steps, trained, fresh = zip(*self.workers.values(), strict=True)
+        return {"t": time.time(), "steps": max(steps), "trained": sum(trained),
+                "fresh": sum(fresh) if any(fresh) else None}
 
     def take_audit(self) -> list[dict[str, np.ndarray]]:
         out, self.audit = self.audit, []

@@ -63,6 +63,7 @@ def watch_fit(
     on_restart: Callable[[dict], None] | None = None,
     final_since: int = 0,
     on_progress: Callable[[dict], None] | None = None,
+    on_tick: Callable[[dict | None, float], None] | None = None,
 ) -> dict[str, Any]:
     """Run `fit` in a thread; forward epoch events; raise StallError on no progress and
     DataError on bad data (at once: a worker-group retry would fail the same way).
@@ -70,6 +71,8 @@ def watch_fit(
     `on_progress` gets every epoch event as it comes (a replayed epoch again); `on_event`
     gets each epoch once, in order, when it is final: covered by a checkpoint (a failed
     worker group replays the epochs after it) or when the fit has ended.
+    `on_tick` gets the workers' summed counters and the echo factor at every poll
+    (runtime/progress.py LiveProgress turns them into progress lines inside an epoch).
     `final_since`: epochs already final before this fit (a resumed run).
     Returns the collector's last poll (with `final`, the rank-0 summary record).
     """
@@ -89,6 +92,8 @@ def watch_fit(
     while True:
         thread.join(timeout=poll_s)
         state = ray.get(collector.poll.remote(seen, seen_factors, final_since))
+        if on_tick:
+            on_tick(state["tick"], state["echo_factor"])
         for ev in state["events"]:
             if on_progress:
                 on_progress(ev)

@@ -20,6 +20,7 @@ from echoray.config import PipelineConfig
 from echoray.config_load import ConfigError, flatten, validate
 from echoray.data.sources import index_source
 from echoray.failures import describe_failure
+from echoray.locations import runs_root
 from echoray.run import resolve_gpu, say
 from echoray.runtime.resources import format_shortfall, plan_resources, shortfall
 from echoray.runtime.session import start_ray
@@ -41,7 +42,7 @@ class SearchInterrupted(KeyboardInterrupt):
 
 
 def search_dir(cfg: PipelineConfig, out: str | None) -> Path:
-    d = Path(out) if out else Path("runs") / f"{cfg.name}-search-{dt.datetime.now():%Y%m%d-%H%M%S-%f}"
+    d = Path(out) if out else runs_root() / f"{cfg.name}-search-{dt.datetime.now():%Y%m%d-%H%M%S-%f}"
     if (d / "summary.json").exists():
         raise ConfigError(f"--out {d}: already holds a finished search (summary.json); choose another folder")
     if (d / STATE_FILE).exists():

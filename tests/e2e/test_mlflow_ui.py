@@ -1,0 +1,90 @@
+"""The MLflow UI of a finished run, in a real headless Chromium (Debian's `chromium`; .ci/run
+installs it): the link echoray prints opens the run in the Model training view with its
+metrics listed, and a screenshot is saved next to the test output.
+
+Driven by Chromium's own `--dump-dom` and `--screenshot` flags (one browser start, no
+driver or client library to keep in step with the browser's version). The UI is a React
+single-page app: `--virtual-time-budget` lets the page run its timers and finish its
+requests (virtual time stops while a request is pending) before the DOM is dumped.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from helpers import REPO
+
+BIN = Path(sys.executable).parent
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--hide-scrollbars", "--window-size=1400,2400"]
+
+
+class _Text(HTMLParser):
+    """The page's text, one string per text node (scripts and styles left out)."""
+
+    def __init__(self):
+        super().__init__()
+        self.parts: list[str] = []
+        self._skip = 0
+
+    def handle_starttag(self, tag, attrs):
+        self._skip += tag in ("script", "style")
+
+    def handle_endtag(self, tag):
+        self._skip -= tag in ("script", "style") and self._skip > 0
+
+    def handle_data(self, data):
+        if not self._skip and data.strip():
+            self.parts.append(data.strip())
+
+
+def open_page(url: str, screenshot: Path, budget_ms: int = 30000) -> list[str]:
+    """Load `url` in a fresh headless Chromium; returns the page's text nodes."""
+    with tempfile.TemporaryDirectory(prefix="chr") as profile:
+        res = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", f"--virtual-time-budget={budget_ms}",
+                              f"--screenshot={screenshot}", "--dump-dom", url],
+                             capture_output=True, text=True, timeout=240)
+    assert res.returncode == 0, res.stderr[-3000:]
+    parser = _Text()
+    parser.feed(res.stdout)
+    return parser.parts
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (.ci/run installs it)")
+def test_finished_run_opens_in_the_model_training_view(ray_head, mlflow_server, tmp_path):
+    res = subprocess.run(
+        [str(BIN / "echoray"), "train", str(REPO / "pipelines" / "digits.yaml"), "--set", f"tracking.uri={mlflow_server}",
+         "--set", "tracking.experiment=ui", "--set", "source.limit=512", "--set", "train.max_epochs=2",
+         "--set", "train.target=null", "--set", "echo.stage=after_augment", "--set", "echo.factor=2",
+         "--out", str(tmp_path / "digits-ui-e2e")],
+        env={**ray_head["env"], "RAY_ADDRESS": ray_head["gcs"]}, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-6000:]
+    (url,) = re.findall(r"MLflow UI: (\S+)", res.stdout)
+    client = MlflowClient(mlflow_server)
+    run = client.search_runs([client.get_experiment_by_name("ui").experiment_id])[0]
+    assert url == f"{mlflow_server}/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}" \
+                  "?workflowType=machine_learning"
+    metrics = set(run.data.metrics)
+    assert metrics >= {"accuracy", "loss", "lr", "fresh_examples", "trained_examples"}
+
+    shot = tmp_path / "mlflow_run_page.png"
+    text = open_page(url, shot)
+    print(f"screenshot: {shot}")
+    assert shot.stat().st_size > 10_000
+    assert run.info.run_name == "digits-ui-e2e" and run.info.run_name in text
+    missing = sorted(m for m in metrics if m not in text)
+    assert not missing, f"metrics not on the page: {missing}"
+    # Model training view: its sidebar (Runs, Models, Model registry), not GenAI's.
+    assert {"Runs", "Model registry"} <= set(text)
+    assert not {"Evaluation runs", "Evaluations", "Judges"} & set(text)

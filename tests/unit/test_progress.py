@@ -1,0 +1,66 @@
+"""Progress lines inside an epoch: figures from two heartbeat snapshots, and their cadence."""
+
+import pytest
+
+from echoray.runtime.progress import (
+    EpochClock,
+    LiveProgress,
+    Tick,
+    progress_figures,
+    progress_line,
+    progress_metrics,
+)
+
+
+def test_figures_rates_and_epoch_eta_by_steps():
+    clock = EpochClock(steps_per_epoch=100, n_train=6400)
+    prev = Tick(t=10.0, steps=130, trained=8320, fresh=4160)
+    cur = Tick(t=20.0, steps=150, trained=9600, fresh=4800)  # 2 steps/s, 128 ex/s
+    fig = progress_figures(prev, cur, clock, echo_factor=2.0)
+    assert fig == {"epoch": 2, "step": 150, "examples_per_s": 128.0, "fresh_examples": 4800,
+                   "trained_examples": 9600, "echo_factor": 2.0, "epoch_eta_s": 25.0}  # 50 steps left
+    assert progress_line(fig) == ("  epoch   2  step    150     128.0 ex/s  fresh     4800  trained     9600  "
+                                  "echo 2.00  epoch ETA 25s")
+    assert progress_metrics(fig) == {"live_examples_per_s": 128.0, "live_fresh_examples": 4800,
+                                     "live_trained_examples": 9600, "live_echo_factor": 2.0,
+                                     "live_epoch_eta_s": 25.0}
+
+
+def test_epoch_boundary_step_starts_the_next_epoch():
+    clock = EpochClock(steps_per_epoch=50, n_train=3200)
+    fig = progress_figures(Tick(0.0, 40, 0, None), Tick(5.0, 50, 640, None), clock, 1.0)
+    assert (fig["epoch"], fig["epoch_eta_s"]) == (2, 25.0)  # 50 full steps at 2 steps/s
+
+
+def test_auto_factor_epochs_end_by_fresh_examples():
+    clock = EpochClock(steps_per_epoch=50, n_train=1000, by_fresh=True)
+    fig = progress_figures(Tick(0.0, 10, 1000, 1500), Tick(4.0, 30, 3000, 1700), clock, 3.1)
+    assert fig["epoch"] == 2 and fig["epoch_eta_s"] == pytest.approx(300 / 50)  # 300 fresh left at 50/s
+
+
+def test_unknown_fresh_and_stopped_steps_say_so():
+    clock = EpochClock(steps_per_epoch=10, n_train=640)
+    fig = progress_figures(Tick(0.0, 3, 192, None), Tick(10.0, 3, 192, None), clock, 1.0)
+    assert fig["fresh_examples"] is None and fig["epoch_eta_s"] is None and fig["examples_per_s"] == 0.0
+    line = progress_line(fig)
+    assert "fresh -" in line and line.endswith("epoch ETA ?")
+    auto = progress_figures(Tick(0.0, 3, 192, None), Tick(10.0, 5, 320, None),
+                            EpochClock(10, 640, by_fresh=True), 2.0)
+    assert auto["epoch_eta_s"] is None
+
+
+def test_live_progress_emits_at_its_cadence_only():
+    lines = []
+    live = LiveProgress(EpochClock(100, 6400), every_s=10.0, emit=lines.append)
+    live(None, 1.0)  # no heartbeat yet
+    for t in range(0, 31):  # one poll a second, one step a second
+        live({"t": float(t), "steps": t, "trained": 64 * t, "fresh": 64 * t}, 1.0)
+    assert [f["step"] for f in lines] == [10, 20, 30]
+    assert all(f["examples_per_s"] == 64.0 for f in lines)
+    live({"t": 31.0, "steps": 2, "trained": 128, "fresh": 128}, 1.0)  # a worker group restarted
+    live({"t": 35.0, "steps": 6, "trained": 384, "fresh": 384}, 1.0)
+    assert len(lines) == 3  # the new baseline waits its own interval
+    off = LiveProgress(EpochClock(100, 6400), every_s=0, emit=lines.append)
+    off({"t": 0.0, "steps": 0, "trained": 0, "fresh": 0}, 1.0)
+    off({"t": 99.0, "steps": 99, "trained": 0, "fresh": 0}, 1.0)
+    assert len(lines) == 3
