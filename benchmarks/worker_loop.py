@@ -96,8 +96,9 @@ def overhead(model: str, rounds: int, epochs: int) -> dict:
         echo.append(echoray_steps_per_s(cfg, idx, batches)[0])
         bare.append(bare_steps_per_s(cfg, idx, batches))
     e, b = statistics.median(echo), statistics.median(bare)
+    paired = statistics.median(x / y for x, y in zip(echo, bare, strict=True))  # each round's A/B pair
     return {"model": model, "steps": len(batches), "echoray_steps_per_s": echo, "bare_steps_per_s": bare,
-            "median_ratio": e / b, "overhead_pct": 100 * (1 - e / b)}
+            "median_ratio": e / b, "median_paired_ratio": paired, "overhead_pct": 100 * (1 - paired)}
 
 
 VARIANTS = (("fp32", False, False), ("bf16", False, False), ("fp32", True, False), ("bf16", True, False))
@@ -135,6 +136,7 @@ def main() -> None:
     p.add_argument("--models", default="small_cnn,resnet20")
     p.add_argument("--skip-precision", action="store_true")
     p.add_argument("--skip-overhead", action="store_true")
+    p.add_argument("--name", default="worker_loop", help="results/NAME.json")
     p.add_argument("--compile", action="store_true", help="only fp32 vs fp32 + torch.compile")
     args = p.parse_args()
     torch.set_num_threads(1)  # one core per worker, as a Ray Train worker with cpus_per_worker=1
@@ -151,7 +153,7 @@ def main() -> None:
         for m in args.models.split(","):
             result["precision"] += precision(m, args.epochs, args.rounds)
     result["load_average_after"] = os.getloadavg()
-    print(save("worker_loop", result))
+    print(save(args.name, result))
 
 
 if __name__ == "__main__":
