@@ -22,6 +22,9 @@ against a large-batch baseline that sees as many samples, and throughput vs M.
 --baseline-from FILE takes the fixed-#samples baseline runs (M = 1 runs with batch M*B:
 no views, so batch augmentation's code does not touch them) from an earlier results file
 instead of rerunning them.
+--runs-file FILE (JSON lines) keeps each finished run and reuses those already in it, so a
+benchmark that stopped (a stall on an overloaded machine) continues where it was.
+--stall-timeout S sets train.stall_timeout_s (a loaded machine can pause a run for minutes).
 """
 
 from __future__ import annotations
@@ -41,8 +44,26 @@ GROUPED_WORKERS = 4
 WORKER_OPS = "preprocess.augment.ops=[{op: random_crop, padding: 2}]"
 
 
+RUNS_FILE: Path | None = None
+STALL_TIMEOUT_S: int | None = None
+RUN_KEY = ("copies", "mode", "workers", "seed", "batch", "epochs")
+
+
 def run(copies: int, seed: int, epochs: int, batch: int = 64, mode: str = "local", workers: int = 1,
         limit: int = 0) -> dict:
+    key = (copies, mode, workers, seed, batch, epochs)
+    done = [json.loads(line) for line in RUNS_FILE.read_text().splitlines()] if RUNS_FILE and RUNS_FILE.exists() else []
+    for r in done:
+        if tuple(r[k] for k in RUN_KEY) == key:
+            return r
+    r = _run(copies, seed, epochs, batch, mode, workers, limit)
+    if RUNS_FILE:
+        with RUNS_FILE.open("a") as f:
+            f.write(json.dumps(r) + "\n")
+    return r
+
+
+def _run(copies: int, seed: int, epochs: int, batch: int, mode: str, workers: int, limit: int) -> dict:
     overrides = [f"seed={seed}", "train.target=null", f"train.max_epochs={epochs}", f"train.batch_size={batch}",
                  "preprocess.augment.on=worker", WORKER_OPS, f"batch_augmentation.copies={copies}",
                  f"batch_augmentation.mode={mode}", f"scaling.num_workers={workers}"]
@@ -50,6 +71,8 @@ def run(copies: int, seed: int, epochs: int, batch: int = 64, mode: str = "local
         overrides.append(f"scaling.cpus_per_worker={1 / workers}")
     if limit:
         overrides.append(f"source.limit={limit}")
+    if STALL_TIMEOUT_S:
+        overrides.append(f"train.stall_timeout_s={STALL_TIMEOUT_S}")
     s, peak = train_in_process(overrides, f"ba-{mode}-w{workers}-m{copies}-s{seed}")
     ba = s["batch_augmentation"]
     samples_per_s = s["downstream_examples_per_s"]  # trained samples/s: a sample's views count once
@@ -121,7 +144,13 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--baseline-from", default=None)
+    ap.add_argument("--grouped-seeds", type=int, default=None, help="seeds of the grouped comparison (default --seeds)")
+    ap.add_argument("--runs-file", default=None)
+    ap.add_argument("--stall-timeout", type=int, default=None)
     args = ap.parse_args()
+    global RUNS_FILE, STALL_TIMEOUT_S
+    RUNS_FILE = Path(args.runs_file) if args.runs_file else None
+    STALL_TIMEOUT_S = args.stall_timeout
     from echoray.runtime.session import start_ray
 
     start_ray()
@@ -140,7 +169,7 @@ def main() -> None:
                 runs["baseline"][-1]["copies"] = m
                 print(runs["baseline"][-1], flush=True)
     for m in GROUPED_COPIES:
-        for seed in range(args.seeds):
+        for seed in range(args.grouped_seeds or args.seeds):
             runs["grouped"].append(run(m, seed, mode="grouped", workers=GROUPED_WORKERS, **one))
             print(runs["grouped"][-1], flush=True)
             local_workers = GROUPED_WORKERS // m  # same samples and views per step as the grouped run
