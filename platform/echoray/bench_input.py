@@ -1,0 +1,89 @@
+"""`echoray bench-input`: the training input pipeline alone, to size actor pools and find R.
+
+It builds exactly the Dataset `echoray train` builds (read plan -> preprocessing actor
+pool: read, decode, echo, augment; data/pipeline.py) and batches it as a train worker
+does (train.batch_size, the local shuffle buffer, drop_last), in this process, with
+no model, no workers and no MLflow run. It measures for --seconds after the first
+batch (or one epoch of the read plan). Stage busy time comes from the same collector a run uses.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import ray
+
+from echoray.config import PipelineConfig
+from echoray.config_load import ConfigError
+from echoray.data.sources import index_source
+from echoray.data.sources.file_table import publish_index
+from echoray.runtime.resources import format_shortfall, shortfall
+from echoray.runtime.session import start_ray
+
+
+def bench_input(cfg: PipelineConfig, seconds: float | None) -> dict[str, Any]:
+    idx = index_source(cfg.source)
+    if seconds is None:  # one epoch of the plan
+        cfg = cfg.model_copy(update={"train": cfg.train.model_copy(update={"max_epochs": 1})})
+    local = start_ray()
+    a = cfg.preprocess.actors
+    if local:
+        demand = {"CPU": a.num_cpus * a.min_size, **{k: v * a.min_size for k, v in a.resources.items()}}
+        missing = shortfall(demand, ray.cluster_resources())
+        if missing:
+            raise ConfigError(f"the actor pool needs more than this machine has ({format_shortfall(missing)}); "
+                              "lower preprocess.actors.*")
+    idx = publish_index(idx)
+    from ray.data import DataContext
+
+    from echoray.data.pipeline import build_train_dataset
+    from echoray.runtime.collector import RunCollector
+    from echoray.train.loop import shuffle_buffer_rows
+
+    DataContext.get_current().execution_options.preserve_order = cfg.preprocess.deterministic
+    collector = RunCollector.remote(cfg.echo.factor, cfg.echo.max_factor, n_train=len(idx.train_ids),
+                                    max_bad_fraction=cfg.source.max_bad_fraction)
+    ds = build_train_dataset(cfg, idx, collector)
+    t0 = time.perf_counter()
+    first = None
+    examples = batches = 0
+    for batch in ds.iter_batches(batch_size=cfg.train.batch_size, batch_format="numpy", drop_last=True,
+                                 local_shuffle_buffer_size=shuffle_buffer_rows(cfg), prefetch_batches=2):
+        now = time.perf_counter()
+        if first is None:
+            first = now  # the rate counts from here: start-up is reported on its own
+        else:
+            examples += len(batch["sample_id"])
+        batches += 1
+        if seconds is not None and now - first >= seconds:
+            break
+    end = time.perf_counter()
+    stages = ray.get(collector.stage_totals.remote())
+    ray.kill(collector)
+    return {
+        "examples_per_s": examples / (end - first) if first is not None and end > first else None,
+        "first_batch_s": (first - t0) if first is not None else None,
+        "actors": a.max_size,
+        "cpus": a.num_cpus * a.max_size,
+        "batches": batches,
+        "batch_size": cfg.train.batch_size,
+        "stages": stages,
+        "wall_s": end - t0,
+    }
+
+
+def print_bench(r: dict[str, Any]) -> None:
+    import json
+
+    def fmt(v, spec):
+        return "n/a" if v is None else format(v, spec)
+
+    print(f"[echoray] input pipeline: {fmt(r['examples_per_s'], '.1f')} examples/s after the first batch "
+          f"({r['batches']} batches of {r['batch_size']}, {r['wall_s']:.1f} s), first batch at "
+          f"{fmt(r['first_batch_s'], '.2f')} s, {r['actors']} actor(s), {r['cpus']:g} CPU(s)")
+    for name, s in r["stages"].items():
+        per = s["rows"] / s["busy_s"] if s["busy_s"] else 0.0
+        print(f"[echoray]   stage {name}: {s['rows']} rows, {s['busy_s']:.2f} s busy over {s['actors']} actor(s) "
+              f"({per:.1f} rows per busy second per actor)")
+    print(json.dumps({k: r[k] for k in ("examples_per_s", "first_batch_s", "actors", "cpus")}), flush=True)
