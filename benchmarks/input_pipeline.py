@@ -1,5 +1,7 @@
 """The input pipeline at ImageNet scale, against what users would otherwise run.
 
+0. single: decode + random-resized crop 224 + flip in one thread, torchvision/PIL vs
+   echoray's decoder, same process, interleaved: the per-core cost of the work itself.
 1. compare: the same two cores and the same work (JPEG decode, random-resized crop 224,
    flip, uint8 batches of 64) over an ImageNet-like folder (benchmarks/jpeg_set.py):
    torch DataLoader + torchvision ImageFolder with 2 workers (in a subprocess) vs
@@ -36,26 +38,69 @@ from jpeg_set import jpeg_folder
 IMAGENET_TRAIN = 1_281_167
 
 
-def dataloader_run(root: str, batch: int, workers: int) -> dict:
-    """torchvision's reference training transform on PIL, what a DataLoader user runs."""
+def dataloader_run(root: str, batch: int, workers: int, seconds: float) -> dict:
+    """torchvision's reference training transform on PIL, what a DataLoader user runs;
+    epochs until `seconds` after the first batch, rated like bench-input (steady_rate)."""
     import torch
     from torchvision import datasets, transforms
+
+    from echoray.bench_input import steady_rate
 
     tf = transforms.Compose([transforms.RandomResizedCrop(224), transforms.RandomHorizontalFlip(),
                              transforms.PILToTensor()])
     loader = torch.utils.data.DataLoader(datasets.ImageFolder(root, tf), batch_size=batch, shuffle=True,
-                                         num_workers=workers, drop_last=True)
+                                         num_workers=workers, drop_last=True, persistent_workers=True)
     t0 = time.perf_counter()
-    first, n = None, 0
-    for x, _ in loader:
-        assert x.dtype == torch.uint8 and tuple(x.shape[1:]) == (3, 224, 224)
-        now = time.perf_counter()
-        if first is None:
-            first = now
-        else:
+    marks, n = [], 0
+    while not marks or marks[-1][0] - marks[0][0] < seconds:
+        for x, _ in loader:
+            assert x.dtype == torch.uint8 and tuple(x.shape[1:]) == (3, 224, 224)
             n += len(x)
-    end = time.perf_counter()
-    return {"examples_per_s": n / (end - first), "first_batch_s": first - t0, "workers": workers}
+            marks.append((time.perf_counter(), n))
+            if marks[-1][0] - marks[0][0] >= seconds:
+                break
+    return {"examples_per_s": steady_rate(marks), "first_batch_s": marks[0][0] - t0, "workers": workers}
+
+
+def single_thread(root: Path, n: int = 256, rounds: int = 3) -> dict:
+    """Per-core cost without Ray or DataLoader: the same process decodes + crops + flips
+    the same in-memory JPEGs both ways, interleaved (robust to a loaded machine)."""
+    import io
+
+    import torch
+    from PIL import Image
+    from torchvision import transforms
+
+    from echoray.config import AugmentOp
+    from echoray.data.augment import augment_batch
+    from echoray.data.full_crop import crop_decoder
+    from echoray.seeds import mix
+
+    torch.set_num_threads(1)
+    datas = [f.read_bytes() for f in sorted(root.rglob("*.JPEG"))[:n]]
+    tf = transforms.Compose([transforms.RandomResizedCrop(224), transforms.RandomHorizontalFlip(),
+                             transforms.PILToTensor()])
+    ops = [AugmentOp(op="random_resized_crop", size=224), AugmentOp(op="flip")]
+
+    def torchvision_way():
+        return torch.stack([tf(Image.open(io.BytesIO(d)).convert("RGB")) for d in datas])
+
+    def echoray_way():
+        keys = mix(1, np.arange(n))
+        dec = crop_decoder(keys, ops[0], 3)
+        x = torch.from_numpy(np.stack([dec(i, d, "x") for i, d in enumerate(datas)]))
+        return augment_batch(x, keys, ops, first=1)
+
+    rates = {"torchvision_pil": [], "echoray": []}
+    for _ in range(rounds):
+        for name, fn in (("torchvision_pil", torchvision_way), ("echoray", echoray_way)):
+            t = time.perf_counter()
+            fn()
+            rates[name].append(n / (time.perf_counter() - t))
+    med = {k: float(np.median(v)) for k, v in rates.items()}
+    print("single thread", med, flush=True)
+    return {"images_per_s": med, "ratio": med["echoray"] / med["torchvision_pil"], "rounds": rates,
+            "load_avg_1m": os.getloadavg()[0]}
 
 
 def echoray_cfg(root: Path, *extra: str):
@@ -67,7 +112,7 @@ def echoray_cfg(root: Path, *extra: str):
         "echo.shuffle_buffer=256", *extra])
 
 
-def compare(root: Path, repeats: int) -> dict:
+def compare(root: Path, repeats: int, seconds: float) -> dict:
     from echoray.bench_input import bench_input
 
     runs = {"dataloader": [], "echoray": []}
@@ -76,11 +121,11 @@ def compare(root: Path, repeats: int) -> dict:
         for what in order:
             load = os.getloadavg()[0]
             if what == "dataloader":
-                out = subprocess.run([sys.executable, __file__, "--dataloader", str(root)], capture_output=True,
-                                     text=True, check=True)
+                out = subprocess.run([sys.executable, __file__, "--dataloader", str(root), "--seconds",
+                                      str(seconds)], capture_output=True, text=True, check=True)
                 r = json.loads(out.stdout.strip().splitlines()[-1])
             else:
-                r = bench_input(echoray_cfg(root), None)
+                r = bench_input(echoray_cfg(root), seconds)
                 r = {k: r[k] for k in ("examples_per_s", "first_batch_s", "actors", "cpus", "stages")}
             r["load_avg_1m"] = load
             runs[what].append(r)
@@ -200,12 +245,12 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--files", type=int, default=2000)
     p.add_argument("--repeats", type=int, default=2)
-    p.add_argument("--seconds", type=float, default=12.0)
-    p.add_argument("--parts", default="compare,concurrency,index")
+    p.add_argument("--seconds", type=float, default=30.0, help="measured time per run after its first batch")
+    p.add_argument("--parts", default="single,compare,concurrency,index")
     p.add_argument("--dataloader", metavar="ROOT", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.dataloader:
-        print(json.dumps(dataloader_run(a.dataloader, 64, 2)))
+        print(json.dumps(dataloader_run(a.dataloader, 64, 2, a.seconds)))
         return
     from echoray.runtime.session import start_ray
 
@@ -216,8 +261,10 @@ def main() -> None:
     result = {"files": len(sizes), "mean_kb": float(np.mean(sizes) / 1e3), "cpus": os.cpu_count(),
               "load_avg_start": os.getloadavg()}
     parts = a.parts.split(",")
+    if "single" in parts:
+        result["single_thread"] = single_thread(root)
     if "compare" in parts:
-        result["compare"] = compare(root, a.repeats)
+        result["compare"] = compare(root, a.repeats, a.seconds)
     if "concurrency" in parts:
         result["read_concurrency_20ms"] = concurrency(root, a.seconds)
     if "index" in parts:
