@@ -117,3 +117,30 @@ def test_real_requests_in_flight_overlap():
     elapsed = time.perf_counter() - t
     assert out == list(range(32))
     assert elapsed < 0.8  # sequential: 1.6 s
+
+
+def test_held_out_split_is_decoded_once_within_the_cache_bound(jpeg_root, monkeypatch):
+    """The bound counts what the cache holds (centre crops at the model's input size): a
+    share that fits is read once per run, one that does not is re-read per evaluation."""
+    import torch
+
+    from echoray.train import evaluate as ev
+
+    idx = index_source(SourceConfig(kind="image_folder", path=str(jpeg_root), image_size=32,
+                                    holdout_fraction=0.25))
+    n_eval = len(idx.eval_ids)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(24 * 24 * 3, 4))
+    normalize = ev.Normalizer(None, None, 3, "cpu")
+    for limit, reads_per_eval in ((n_eval * 24 * 24 * 3, 0), (n_eval * 24 * 24 * 3 - 1, 1)):
+        monkeypatch.setattr(ev, "CACHE_LIMIT_BYTES", limit)  # fits at 24x24, not at the 32x32 decode
+        es = ev.EvalSet(idx, 0, 1, out_size=24)
+        calls = []
+
+        def counted(ids, split, _read=es.reader.read_skipping, _calls=calls, **kw):
+            _calls.append(len(ids))
+            return _read(ids, split, **kw)
+
+        es.reader.read_skipping = counted
+        results = [es.evaluate(model, normalize, 8) for _ in range(3)]
+        assert len(calls) == 3 * reads_per_eval and results[0] == results[1] == results[2]
+        assert results[0][1] == n_eval
