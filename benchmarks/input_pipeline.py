@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import REPO, PeakMemory, save
+from common import REPO, RESULTS, PeakMemory, save
 from jpeg_set import jpeg_folder
 
 IMAGENET_TRAIN = 1_281_167
@@ -112,29 +112,44 @@ def echoray_cfg(root: Path, *extra: str):
         "echo.shuffle_buffer=256", *extra])
 
 
+ARMS = {  # name -> extra echoray overrides (None: the DataLoader)
+    "dataloader": None,
+    "echoray": [],
+    # One read (so one decode) at a time per actor, like a DataLoader worker: on a loaded
+    # machine more runnable threads take a larger share of the cores, so this arm is the
+    # like-for-like one.
+    "echoray_read_concurrency_1": ["source.read_concurrency=1"],
+}
+
+
 def compare(root: Path, repeats: int, seconds: float) -> dict:
     from echoray.bench_input import bench_input
 
-    runs = {"dataloader": [], "echoray": []}
+    runs = {name: [] for name in ARMS}
+    names = list(ARMS)
     for rep in range(repeats):
-        order = ["dataloader", "echoray"] if rep % 2 == 0 else ["echoray", "dataloader"]
+        order = names[rep % len(names):] + names[: rep % len(names)]  # rotate: drift hits every arm
         for what in order:
             load = os.getloadavg()[0]
-            if what == "dataloader":
+            if ARMS[what] is None:
                 out = subprocess.run([sys.executable, __file__, "--dataloader", str(root), "--seconds",
                                       str(seconds)], capture_output=True, text=True, check=True)
                 r = json.loads(out.stdout.strip().splitlines()[-1])
             else:
-                r = bench_input(echoray_cfg(root), seconds)
-                r = {k: r[k] for k in ("examples_per_s", "first_batch_s", "actors", "cpus", "stages")}
+                r = bench_input(echoray_cfg(root, *ARMS[what]), seconds)
+                r = {k: r[k] for k in ("examples_per_s", "delivered_examples_per_s", "produced_examples_per_s",
+                                       "first_batch_s", "actors", "cpus", "stages")}
             r["load_avg_1m"] = load
             runs[what].append(r)
             print(what, json.dumps({k: v for k, v in r.items() if k != "stages"}), flush=True)
-    ratios = [e["examples_per_s"] / d["examples_per_s"] for e, d in zip(runs["echoray"], runs["dataloader"],
-                                                                         strict=True)]
-    return {"runs": runs, "ratio_per_repeat": ratios, "ratio_median": float(np.median(ratios)),
-            "echoray_per_core": float(np.median([r["examples_per_s"] for r in runs["echoray"]]) / 2),
-            "dataloader_per_core": float(np.median([r["examples_per_s"] for r in runs["dataloader"]]) / 2)}
+    out = {"runs": runs}
+    for name in names[1:]:
+        ratios = [e["examples_per_s"] / d["examples_per_s"] for e, d in zip(runs[name], runs["dataloader"],
+                                                                             strict=True)]
+        out[f"{name}_vs_dataloader"] = {"per_repeat": ratios, "median": float(np.median(ratios))}
+    for name in names:
+        out[f"{name}_per_core"] = float(np.median([r["examples_per_s"] for r in runs[name]]) / 2)
+    return out
 
 
 def concurrency(root: Path, seconds: float) -> dict:
@@ -270,7 +285,9 @@ def main() -> None:
     if "index" in parts:
         result["index_1_28M"] = index_part(root, a.seconds)
     result["load_avg_end"] = os.getloadavg()
-    print(save("input_pipeline", result))
+    previous = RESULTS / "input_pipeline.json"  # a run of some parts keeps the others' figures
+    merged = {**(json.loads(previous.read_text()) if previous.exists() else {}), **result}
+    print(save("input_pipeline", merged))
 
 
 if __name__ == "__main__":
