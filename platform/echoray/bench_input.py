@@ -5,8 +5,9 @@ pool: read, decode, echo, augment; data/pipeline.py) and batches it as a train w
 does (train.batch_size, the local shuffle buffer, drop_last), in this process, with
 no model, no workers and no MLflow run. It runs for --seconds after the first
 batch (or one epoch of the read plan) and reports the rate over the second half of that:
-the lower of the rate batches arrived at and the rate the pool read rows at (a backlog
-made while the consumer started would otherwise inflate the first). Stage busy time comes from the same collector a run uses.
+the lower of the rate batches arrived at and the rate the pool read rows at (or its
+busy-time capacity when the plan ends first): a backlog made while the consumer started
+would otherwise inflate the first. Stage busy time comes from the same collector a run uses.
 """
 
 from __future__ import annotations
@@ -76,6 +77,9 @@ def bench_input(cfg: PipelineConfig, seconds: float | None, idx: SourceIndex | N
     made = None
     if len(produced) == 2 and produced[1][0] > produced[0][0]:
         made = (produced[1][1] - produced[0][1]) / (produced[1][0] - produced[0][0]) * per_row
+    elif stages.get("upstream", {}).get("busy_s"):  # the plan ended first: the pool's capacity instead
+        up = stages["upstream"]
+        made = up["rows"] / up["busy_s"] * up["actors"] * per_row
     return {
         # What the pool sustains: batches that arrive faster than the pool makes them drain
         # a backlog built while the consumer started (seen: 120/s delivered, 70/s made).
