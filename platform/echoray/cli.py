@@ -1,4 +1,4 @@
-"""`echoray train | tune | study | report`: exit 0 when the run completed, 2 for bad input,
+"""`echoray train | tune | study | report | bench-input`: exit 0 when the run completed, 2 for bad input,
 1 for failures, 130 when interrupted by Ctrl-C and 143 by SIGTERM (a run, search or study
 can then be resumed)."""
 
@@ -44,6 +44,13 @@ def build_parser() -> argparse.ArgumentParser:
             s.add_argument("--variants", action="append", metavar="V[,V...]",
                            help="baseline, before_augment:E, after_augment:E, batch:E, ba:M "
                                 "(default baseline,before_augment:2,after_augment:2,batch:2)")
+    b = sub.add_parser("bench-input", help="run only the input pipeline (read, decode, echo, augment, batching; "
+                                            "no model): examples/s, time to first batch, stage busy time")
+    b.add_argument("pipeline", nargs="?", help="pipeline YAML (omit for the embedded default)")
+    b.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+                   help="override one config key (repeatable)")
+    b.add_argument("--seconds", type=_positive_float, help="stop after S seconds (default: one epoch)")
+    b.set_defaults(resume=None)
     r = sub.add_parser("report", help="draw a study's plots (Figure 3, BA accuracy) and log them to MLflow")
     r.add_argument("study_dir", help="folder written by `echoray study`")
     return p
@@ -56,6 +63,16 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text}")
     return value
 
 
@@ -131,6 +148,10 @@ def _dispatch(args: argparse.Namespace, cfg, resume, t0: float) -> int:
 
         print_search(run_search(cfg, pipeline, args.out, t0, trials=args.trials, repeats=args.repeats,
                                 resume=args.resume))
+    elif args.command == "bench-input":
+        from echoray.bench_input import bench_input, print_bench
+
+        print_bench(bench_input(cfg, args.seconds))
     elif args.command == "study":
         from echoray.tune.study import run_study
 

@@ -25,6 +25,7 @@ import ray
 from echoray.config import PipelineConfig
 from echoray.config_load import ConfigError, flatten, to_yaml
 from echoray.data.sources import SourceIndex, index_source
+from echoray.data.sources.file_table import publish_index
 from echoray.locations import in_ray_job, runs_root
 from echoray.resume import Resume, backfill, find_checkpoint, write_run_state
 from echoray.runtime.collector import RunCollector
@@ -110,6 +111,7 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
     warmup = threading.Thread(target=_warm_up, args=(uri, cfg.tracking.experiment, box), daemon=True)
     warmup.start()
     local = start_ray()
+    idx = publish_index(idx)  # file lists once in the object store, not pickled per actor/worker
     cfg, placement_notes = fit_placement(cfg)  # node-type requests this cluster can never meet
     for note in placement_notes:
         say(note)

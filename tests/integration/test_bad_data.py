@@ -18,7 +18,7 @@ from echoray.data.sources import index_source
 def corrupt_training_images(root, n_bad):
     """Break n_bad files of the training split: garbage bytes, then truncated PNGs."""
     idx = index_source(SourceConfig(kind="image_folder", path=str(root), image_size=16))
-    files, _ = idx.details["train"]
+    files = idx.details["train"].paths()
     bad = [files[i] for i in idx.train_ids[:n_bad]]
     for k, path in enumerate(bad):
         data = open(path, "rb").read()

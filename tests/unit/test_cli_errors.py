@@ -25,6 +25,11 @@ def echoray(*args, cwd):
      "/nonexistent/cifar"),
     (["train", "--set", "source.kind=image_folder", "--set", "source.path=/nonexistent/imgs"], 2,
      "/nonexistent/imgs"),
+    (["bench-input", "--set", "train.bogus=1"], 2, "train.bogus: unknown key"),
+    (["bench-input", "--set", "source.kind=image_folder", "--set", "source.path=/nonexistent/imgs"], 2,
+     "/nonexistent/imgs"),
+    (["bench-input", "--seconds", "-1"], 2, "expected a positive number of seconds"),
+    (["bench-input", "--set", "source.read_concurrency=0"], 2, "source.read_concurrency"),
     (["frobnicate"], 2, "invalid choice"),
     ([], 2, "required"),
 ])

@@ -78,7 +78,7 @@ def test_image_folder_classes_labels_and_pixels(tmp_path):
     root = write_image_folder(tmp_path / "imgs", n=30, classes=3, size=32)
     idx = index_source(SourceConfig(kind="image_folder", path=str(root), image_size=None))
     assert idx.num_classes == 3 and len(idx.train_ids) + len(idx.eval_ids) == 30
-    files, labels = idx.details["train"]
+    files = idx.details["train"].paths()
     images, got = open_reader(idx).read(idx.train_ids, "train")
     for sid, img, lab in zip(idx.train_ids, images, got, strict=True):
         i = int(os.path.basename(files[sid])[4:9])
@@ -112,7 +112,7 @@ def test_undecodable_image_is_named(tmp_path):
     broken = root / "class_0" / "img_00000.png"
     broken.write_bytes(b"not a png")
     idx = index_source(SourceConfig(kind="image_folder", path=str(root), image_size=None, holdout_fraction=0.25))
-    files, _ = idx.details["train"]
+    files = idx.details["train"].paths()
     with pytest.raises(SourceError, match="img_00000.png"):
         open_reader(idx).read(np.arange(len(files)), "train")
 

@@ -55,18 +55,27 @@ def cutout(x: torch.Tensor, keys: np.ndarray, i: int, size: int) -> torch.Tensor
     return x.masked_fill(hole[..., None], 0)
 
 
+def crop_boxes(keys: np.ndarray, i: int, w: np.ndarray | int, h: np.ndarray | int, scale: Sequence[float],
+               ratio: Sequence[float]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """random_resized_crop's boxes (x0, y0, cw, ch) in pixels of each w x h source image:
+    area a uniform share of the image in `scale`, log-uniform aspect ratio in `ratio`,
+    clamped to the image, uniform position. A pure function of the keys, so the actor's
+    per-image crop of a full decode and the batched op below cut the same box."""
+    u = [uniform(mix(keys, i), c) for c in range(4)]
+    w, h = np.asarray(w, np.float64), np.asarray(h, np.float64)
+    area = (scale[0] + u[0] * (scale[1] - scale[0])) * (w * h)
+    r = np.exp(np.log(ratio[0]) + u[1] * (np.log(ratio[1]) - np.log(ratio[0])))
+    cw = np.clip(np.sqrt(area * r), 1, w)
+    ch = np.clip(np.sqrt(area / r), 1, h)
+    return u[2] * (w - cw), u[3] * (h - ch), cw, ch
+
+
 def random_resized_crop(
     x: torch.Tensor, keys: np.ndarray, i: int, size: int, scale: Sequence[float], ratio: Sequence[float]
 ) -> torch.Tensor:
     n, h, w, _ = x.shape
     dev = x.device
-    area = (scale[0] + _u(keys, i, 0, dev) * (scale[1] - scale[0])) * (h * w)
-    log_r = np.log(ratio[0]) + _u(keys, i, 1, dev) * float(np.log(ratio[1]) - np.log(ratio[0]))
-    r = torch.exp(log_r)
-    cw = torch.sqrt(area * r).clamp(1, w)
-    ch = torch.sqrt(area / r).clamp(1, h)
-    x0 = _u(keys, i, 2, dev) * (w - cw)
-    y0 = _u(keys, i, 3, dev) * (h - ch)
+    x0, y0, cw, ch = (torch.from_numpy(v).to(dev, torch.float32) for v in crop_boxes(keys, i, w, h, scale, ratio))
     boxes = torch.stack([torch.arange(n, device=dev, dtype=torch.float32), x0, y0, x0 + cw, y0 + ch], 1)
     from torchvision.ops import roi_align  # imported here: torchvision is slow to import
 
@@ -75,12 +84,21 @@ def random_resized_crop(
     return out.round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1).contiguous()
 
 
-def augment_batch(x: torch.Tensor, keys: np.ndarray, ops: Sequence[AugmentOp]) -> torch.Tensor:
-    """Apply `ops` in order; op i draws from stream i of each sample's key."""
+def crops_full_image(ops: Sequence[AugmentOp] | None) -> bool:
+    """True when the first op is a random-resized crop: the actor then cuts it from the
+    full decoded image (as the reference ResNet-50 pipeline does), see data/stages.py."""
+    return bool(ops) and ops[0].op == "random_resized_crop"
+
+
+def augment_batch(x: torch.Tensor, keys: np.ndarray, ops: Sequence[AugmentOp], first: int = 0) -> torch.Tensor:
+    """Apply `ops[first:]` in order; op i draws from stream i of each sample's key (ops
+    before `first` were applied already, e.g. the crop made while decoding)."""
     keys = np.asarray(keys, dtype=np.uint64)
     if len(keys) != x.shape[0]:
         raise ValueError(f"{len(keys)} keys for {x.shape[0]} images")
     for i, op in enumerate(ops):
+        if i < first:
+            continue
         if op.op == "random_crop":
             x = random_crop(x, keys, i, op.padding)
         elif op.op == "flip":

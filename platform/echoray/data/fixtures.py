@@ -95,3 +95,21 @@ def write_parquet(path: Path, n: int = 80, classes: int = 4, size: int = 32, row
     })
     pq.write_table(table, path, row_group_size=row_group)
     return path
+
+
+def write_jpeg_folder(root: Path, n: int = 40, classes: int = 4, sizes=((64, 48), (48, 64), (80, 60))) -> Path:
+    """root/class_k/img_{i}.jpg: photo-like JPEGs (smooth gradients + noise) of several
+    sizes, as an ImageNet folder has; lossy, so tests compare decodes, not ids."""
+    from PIL import Image
+
+    root = Path(root)
+    for i in range(n):
+        w, h = sizes[i % len(sizes)]
+        rng = np.random.default_rng(i)
+        ys, xs = np.mgrid[0:h, 0:w]
+        img = (xs[..., None] * rng.uniform(1, 4, 3) + ys[..., None] * rng.uniform(1, 4, 3)
+               + rng.normal(0, 8, (h, w, 3)))
+        d = root / f"class_{i % classes}"
+        d.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(img.clip(0, 255).astype(np.uint8)).save(d / f"img_{i:05d}.jpg", quality=90)
+    return root

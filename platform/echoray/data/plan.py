@@ -29,18 +29,18 @@ def epoch_order(seed: int, epoch: int, n_chunks: int) -> np.ndarray:
 
 def read_plan(seed: int, epochs: int, n_chunks: int, block_chunks: int = 4096,
               first_epoch: int = 0) -> list[dict]:
-    """Blocks of {"epoch", "chunk"} rows covering passes first_epoch..epochs-1, in epoch order.
+    """Blocks of {"epoch", "chunk"} rows covering passes first_epoch..epochs-1, in epoch order
+    (a block may span the end of one epoch and the start of the next).
 
     A run restored from a checkpoint starts at its first unfinished epoch; every
     epoch's order depends only on (seed, epoch), so the replayed epochs are the same.
     """
-    blocks = []
-    for epoch in range(first_epoch, epochs):
-        order = epoch_order(seed, epoch, n_chunks)
-        for start in range(0, n_chunks, block_chunks):
-            part = order[start : start + block_chunks]
-            blocks.append({"epoch": np.full(len(part), epoch, dtype=np.int64), "chunk": part})
-    return blocks
+    if first_epoch >= epochs:
+        return []
+    chunk = np.concatenate([epoch_order(seed, e, n_chunks) for e in range(first_epoch, epochs)])
+    epoch = np.repeat(np.arange(first_epoch, epochs, dtype=np.int64), n_chunks)
+    return [{"epoch": epoch[s : s + block_chunks], "chunk": chunk[s : s + block_chunks]}
+            for s in range(0, len(chunk), block_chunks)]
 
 
 def split_holdout(num_samples: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -13,6 +13,7 @@ importing torch costs seconds per process on a small machine.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from echoray.config import AugmentOp, RemoteEmulation
+from echoray.data.augment import crops_full_image
 from echoray.data.echo import echo_rows
 from echoray.data.plan import chunk_ids
 from echoray.data.replay import drop_consumed
@@ -27,12 +29,22 @@ from echoray.data.sources.base import SourceError, SourceIndex, read_skipping
 from echoray.seeds import STREAM_AUGMENT, mix, to_int63
 
 
-def emulated_network_wait(remote: RemoteEmulation, n_requests: int, n_bytes: int) -> float:
-    """Seconds a remote store would keep us waiting: per-request latency + transfer time."""
-    wait = n_requests * remote.latency_ms / 1000.0
+def emulated_network_wait(remote: RemoteEmulation, n_requests: int, n_bytes: int, concurrency: int = 1) -> float:
+    """Seconds a remote store would keep us waiting: per-request latency + transfer time.
+
+    `concurrency` requests are in flight at once and their latencies overlap, as the
+    reader's thread pool makes them do against a real store: n requests take
+    ceil(n / concurrency) round trips."""
+    wait = math.ceil(n_requests / max(1, concurrency)) * remote.latency_ms / 1000.0
     if remote.bandwidth_mb_s:
         wait += n_bytes / (remote.bandwidth_mb_s * 1e6)
     return wait
+
+
+def requests_per_read(kind: str, n_ids: int, n_chunks: int) -> int:
+    """Store requests of one read: a GET per file of an image folder, per chunk otherwise
+    (a CIFAR byte range, a Parquet row group)."""
+    return n_ids if kind == "image_folder" else n_chunks
 
 
 def augment_keys(seed: int, batch: dict[str, np.ndarray], per_copy: bool) -> np.ndarray:
@@ -59,6 +71,8 @@ class Preprocess:
 
             torch.set_num_threads(1)
             self._torch, self._augment = torch, augment_batch
+        # Photos with a random-resized crop first: cut from the full image (data/full_crop.py).
+        self.full_crop = crops_full_image(ops) and idx.kind in ("image_folder", "parquet")
         self.echo_stage = echo_stage
         self.auto = echo_factor == "auto"
         self.factor = 1.0 if self.auto else float(echo_factor)
@@ -70,10 +84,13 @@ class Preprocess:
         parts = chunk_ids(self.idx.train_ids, batch["chunk"], self.chunk_size)
         ids = np.concatenate(parts) if parts else np.zeros(0, np.int64)
         epochs = np.repeat(batch["epoch"], [len(p) for p in parts]).astype(np.int64)
-        got = read_skipping(self.reader, ids, "train")
+        decoder, ragged = self._decoder(epochs, ids)
+        got = read_skipping(self.reader, ids, "train", decoder, ragged)
         if got.bad:
             self._skip_bad(got.bad)
-        wait = emulated_network_wait(self.remote, len(parts), got.images.nbytes)
+        n_bytes = sum(a.nbytes for a in got.images) if ragged else got.images.nbytes
+        requests = requests_per_read(self.idx.kind, len(ids), len(parts))
+        wait = emulated_network_wait(self.remote, requests, n_bytes, self.idx.read_concurrency)
         if wait > 0:
             time.sleep(wait)  # waiting, not computing: what a network read costs
         return {
@@ -84,6 +101,18 @@ class Preprocess:
             "echo_copy": np.zeros(int(got.kept.sum()), dtype=np.int64),
             "echo_copies": np.ones(int(got.kept.sum()), dtype=np.int64),  # set by the echo, if any
         }
+
+    def _decoder(self, epochs: np.ndarray, ids: np.ndarray):
+        """(decoder, ragged) for the read: the source's square decode unless the crop is
+        cut from full images; echo before augmentation keeps full decodes for its copies."""
+        if not self.full_crop:
+            return None, False
+        from echoray.data.full_crop import crop_decoder, full_decoder
+
+        if self.echo_stage == "before_augment":
+            return full_decoder(self.idx.channels), True
+        keys = augment_keys(self.seed, {"epoch": epochs, "sample_id": ids}, per_copy=False)
+        return crop_decoder(keys, self.ops[0], self.idx.channels), False
 
     def _skip_bad(self, bad: list[tuple[int, str, str]]) -> None:
         """Count undecodable files run-wide; fail once they pass source.max_bad_fraction."""
@@ -101,7 +130,13 @@ class Preprocess:
     def augment(self, rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         keys = augment_keys(self.seed, rows, per_copy=self.echo_stage == "before_augment")
         if self.ops is not None:
-            rows["image"] = self._augment(self._torch.from_numpy(rows["image"]), keys, self.ops).numpy()
+            images = rows["image"]
+            if images.dtype == object:  # full decodes: each echo copy cuts its own crop
+                from echoray.data.full_crop import crop_each
+
+                images = crop_each(images, keys, self.ops[0], self.idx.channels)
+            first = 1 if self.full_crop else 0  # the crop was made at decode time
+            rows["image"] = self._augment(self._torch.from_numpy(images), keys, self.ops, first).numpy()
         rows["aug_key"] = to_int63(keys)
         return rows
 

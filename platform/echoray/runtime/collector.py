@@ -70,6 +70,12 @@ class RunCollector:
         self.throughput.add_stage(name, actor, rows, busy_s)
         self.source_reads += reads
 
+    def stage_totals(self) -> dict[str, dict[str, float]]:
+        """stage -> rows, busy seconds and reporting actors (echoray bench-input)."""
+        return {name: {"rows": int(sum(t.rows for t in actors.values())),
+                       "busy_s": sum(t.busy_s for t in actors.values()), "actors": len(actors)}
+                for name, actors in self.throughput.stages.items()}
+
     def echo_factor(self) -> float:
         return self.factor
 

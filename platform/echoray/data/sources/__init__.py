@@ -21,6 +21,7 @@ def index_source(cfg: SourceConfig) -> SourceIndex:
     else:
         from echoray.data.sources.parquet import index
     idx = index(cfg)
+    idx.read_concurrency = cfg.read_concurrency
     if len(idx.train_ids) == 0:
         raise SourceError(f"source.path {cfg.path}: the training split is empty")
     if len(idx.eval_ids) == 0:

@@ -26,9 +26,10 @@ class SourceIndex:
     eval_ids: np.ndarray
     image_size: int | None
     channels: int
-    # Kind-specific locations (file lists, row counts, ...).
+    # Kind-specific locations (row counts, FileTables of paths: data/sources/file_table.py).
     details: dict[str, Any] = field(default_factory=dict)
     max_bad_fraction: float = 0.0
+    read_concurrency: int = 1  # reads in flight per reader (source.read_concurrency)
 
 
 class Reader(Protocol):
@@ -47,12 +48,14 @@ class ReadResult:
     bad: list[tuple[int, str, str]]  # (sample id, file name, reason) of each skipped one
 
 
-def read_skipping(reader: Reader, ids: np.ndarray, split: Split) -> ReadResult:
-    """Readers that decode files (image folders, Parquet) skip the ones that fail;
-    the fixed-size binary formats have nothing to skip."""
+def read_skipping(reader: Reader, ids: np.ndarray, split: Split, decoder=None, ragged: bool = False) -> ReadResult:
+    """Readers that decode files (image folders, Parquet) skip the ones that fail, and
+    take a `decoder` (position, bytes, name) -> array (e.g. a crop per image) and
+    `ragged` (keep images of different sizes); the fixed-size binary formats have
+    nothing to skip or decode."""
     own = getattr(reader, "read_skipping", None)
     if own is not None:
-        return own(ids, split)
+        return own(ids, split, decoder=decoder, ragged=ragged) if decoder or ragged else own(ids, split)
     images, labels = reader.read(ids, split)
     return ReadResult(images, labels, np.ones(len(ids), dtype=bool), [])
 

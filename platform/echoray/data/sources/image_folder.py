@@ -10,7 +10,13 @@ import numpy as np
 import pyarrow.fs as pafs
 
 from echoray.config import SourceConfig
-from echoray.data.decode import decode_many, mixed_sizes_message, stack_same_size
+from echoray.data.decode import (
+    collect,
+    decode_guarded,
+    default_decoder,
+    mixed_sizes_message,
+    stack_images,
+)
 from echoray.data.plan import split_holdout
 from echoray.data.sources.base import (
     ReadResult,
@@ -20,6 +26,8 @@ from echoray.data.sources.base import (
     filesystem,
     require_dir,
 )
+from echoray.data.sources.concurrent import ConcurrentReads
+from echoray.data.sources.file_table import FileTable
 
 EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
 SPLIT_SEED = 0
@@ -93,35 +101,40 @@ def index(cfg: SourceConfig) -> SourceIndex:
             "uri": cfg.path,
             "eval_uri": cfg.eval_path or cfg.path,
             "classes": classes,
-            "train": (files, labels),
-            "eval": (efiles, elabels),
+            "train": FileTable(root, files, labels),
+            "eval": FileTable(eroot if cfg.eval_path else root, efiles, elabels),
         },
         max_bad_fraction=cfg.max_bad_fraction,
     )
 
 
 class ImageFolderReader:
+    """Reads and decodes each file in a pool thread, `read_concurrency` files in flight."""
+
     def __init__(self, idx: SourceIndex):
         self.idx = idx
         self.fs = {s: filesystem(idx.details[k])[0] for s, k in (("train", "uri"), ("eval", "eval_uri"))}
+        self.pool = ConcurrentReads(idx.read_concurrency)
 
     def read(self, ids: np.ndarray, split: Split) -> tuple[np.ndarray, np.ndarray]:
         r = self._read(ids, split, skip_bad=False)
         return r.images, r.labels
 
-    def read_skipping(self, ids: np.ndarray, split: Split) -> ReadResult:
-        return self._read(ids, split, skip_bad=True)
+    def read_skipping(self, ids: np.ndarray, split: Split, decoder=None, ragged: bool = False) -> ReadResult:
+        return self._read(ids, split, skip_bad=True, decoder=decoder, ragged=ragged)
 
-    def _read(self, ids: np.ndarray, split: Split, skip_bad: bool) -> ReadResult:
-        files, labels = self.idx.details[split]
-        fs = self.fs[split]
+    def _read(self, ids: np.ndarray, split: Split, skip_bad: bool, decoder=None, ragged: bool = False) -> ReadResult:
         ids = np.asarray(ids, dtype=np.int64)
+        files, labels = self.idx.details[split].take(ids)
+        fs = self.fs[split]
+        decoder = decoder or default_decoder(self.idx.image_size, 3)
 
-        def items():
-            for i in ids:
-                with fs.open_input_file(files[i]) as f:
-                    yield i, f.read(), files[i]
+        def fetch_decode(pos: int, path: str):
+            with fs.open_input_file(path) as f:
+                data = f.read()
+            return decode_guarded(decoder, pos, data, path)
 
-        arrays, names, kept, bad = decode_many(items(), self.idx.image_size, 3, skip_bad)
-        images = stack_same_size(arrays, names, self.idx.image_size)
-        return ReadResult(images, labels[ids[kept]], kept, bad)
+        results = self.pool.map(fetch_decode, range(len(ids)), files)
+        arrays, names, kept, bad = collect(results, ids, files, skip_bad)
+        images = stack_images(arrays, names, self.idx.image_size, ragged=ragged)
+        return ReadResult(images, labels[kept], kept, bad)

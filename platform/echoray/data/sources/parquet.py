@@ -13,7 +13,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from echoray.config import SourceConfig
-from echoray.data.decode import decode_many, stack_same_size
+from echoray.data.decode import decode_many, stack_images
 from echoray.data.plan import split_holdout
 from echoray.data.sources.base import ReadResult, SourceError, SourceIndex, Split, filesystem
 
@@ -126,10 +126,10 @@ class ParquetReader:
         r = self._read(ids, split, skip_bad=False)
         return r.images, r.labels
 
-    def read_skipping(self, ids: np.ndarray, split: Split) -> ReadResult:
-        return self._read(ids, split, skip_bad=True)
+    def read_skipping(self, ids: np.ndarray, split: Split, decoder=None, ragged: bool = False) -> ReadResult:
+        return self._read(ids, split, skip_bad=True, decoder=decoder, ragged=ragged)
 
-    def _read(self, ids: np.ndarray, split: Split, skip_bad: bool) -> ReadResult:
+    def _read(self, ids: np.ndarray, split: Split, skip_bad: bool, decoder=None, ragged: bool = False) -> ReadResult:
         ids = np.asarray(ids, dtype=np.int64)
         _, starts = self.groups[split]
         order = np.argsort(ids, kind="stable")
@@ -145,5 +145,6 @@ class ParquetReader:
             raw[pos] = data[row]
             labels[pos] = labs[row]
         arrays, kept_names, kept, bad = decode_many(zip(ids, raw, names, strict=True), self.idx.image_size, 3,
-                                                    skip_bad)
-        return ReadResult(stack_same_size(arrays, kept_names, self.idx.image_size), labels[kept], kept, bad)
+                                                    skip_bad, decoder)
+        images = stack_images(arrays, kept_names, self.idx.image_size, ragged=ragged)
+        return ReadResult(images, labels[kept], kept, bad)
