@@ -16,11 +16,14 @@ The S3 server runs on this machine: this measures the protocol path (HTTP reques
 signing, the server's work), not a network's latency or bandwidth.
 
     .venv/bin/python benchmarks/object_store.py [--pairs 2] [--writes 20]
+    .venv/bin/python benchmarks/object_store.py --pairs 0 --runs-from LOG   # the runs a
+        previous invocation printed (one dict per run), checkpoint writes measured anew
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import statistics
 import sys
@@ -76,6 +79,7 @@ def checkpoint_writes(dest_fs, dest_root: str, n: int) -> list[float]:
     for k in range(n):
         d = checkpoint.write(0, model, opt, {"epoch": k}, {"counters": {}}, {0: np.arange(1438)}, None)
         t = time.perf_counter()
+        dest_fs.create_dir(f"{dest_root}/checkpoint_{k:03d}")  # as Ray Train does before copying
         pafs.copy_files(str(d), f"{dest_root}/checkpoint_{k:03d}", source_filesystem=pafs.LocalFileSystem(),
                         destination_filesystem=dest_fs)
         times.append(time.perf_counter() - t)
@@ -87,6 +91,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--pairs", type=int, default=2)
     ap.add_argument("--writes", type=int, default=20)
+    ap.add_argument("--runs-from", help="a log of an earlier invocation: reuse the runs it printed")
     args = ap.parse_args()
     import pyarrow.fs as pafs
     import ray
@@ -100,13 +105,20 @@ def main() -> None:
         remote = server.upload(local, f"{bucket}/digits")
         from echoray.runtime.session import start_ray
 
-        start_ray()
         runs = []
+        if args.runs_from:  # the dicts one_run returned, as this script printed them
+            for line in Path(args.runs_from).read_text().splitlines():
+                if line.startswith("{'where'"):
+                    runs += [ast.literal_eval("{" + part.rstrip("} ") + "}")
+                             for part in line.strip()[1:-1].split("} {")]
+        if args.pairs:
+            start_ray()
         for i in range(args.pairs):
             runs.append(one_run("local", str(local), None, i))
             runs.append(one_run("s3", remote, f"{bucket}/runs", i))
             print(runs[-2], runs[-1], flush=True)
-        ray.shutdown()
+        if args.pairs:
+            ray.shutdown()
         local_w, size = checkpoint_writes(pafs.LocalFileSystem(), str(tmp / "ckpt"), args.writes)
         s3_w, _ = checkpoint_writes(server.filesystem(), "bench/ckpt", args.writes)
     finally:
@@ -116,7 +128,7 @@ def main() -> None:
         vals = [r[key] for r in runs if r["where"] == where and r[key] is not None]
         return statistics.median(vals) if vals else None
 
-    out = {"load_average_at_end": os.getloadavg(), "pairs": args.pairs, "runs": runs, "summary": {}}
+    out = {"load_average_at_end": os.getloadavg(), "runs_from": args.runs_from, "runs": runs, "summary": {}}
     for key in ("upstream_examples_per_s", "train_time_to_target_s", "time_to_target_s", "train_loop_s"):
         a, b = med("local", key), med("s3", key)
         out["summary"][key] = {"local": a, "s3": b, "s3_over_local": b / a if a and b else None}

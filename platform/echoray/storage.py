@@ -43,8 +43,7 @@ def endpoint() -> str:
 def describe(exc: BaseException, uri: str, key: str) -> str:
     """One line for an object store error: what is wrong and what to check."""
     text = str(exc)
-    if "ACCESS_DENIED" in text or "InvalidAccessKeyId" in text or "SignatureDoesNotMatch" in text \
-            or "403" in text:
+    if any(code in text for code in ("ACCESS_DENIED", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch")):
         why = ("access denied: check the credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or "
                "the instance profile) and their permissions on the bucket")
     elif "NETWORK_CONNECTION" in text or "curlCode" in text or "Could not connect" in text:
