@@ -3,6 +3,7 @@
 none is left RUNNING), no summary. In-process through cli.main, so the table takes
 seconds; tests/unit/test_cli_errors.py runs the same contract through a subprocess."""
 
+import json
 import os
 import pickle
 
@@ -235,3 +236,19 @@ def test_resume_refuses_what_it_cannot_continue(tmp_path, monkeypatch, capsys, m
     assert sorted(p.name for p in run.iterdir()) == before and not (tmp_path / "mlflow.db").exists()
     assert main(["train", "--resume", str(tmp_path / "absent")]) == 2
     assert "no such run folder" in capsys.readouterr().err
+
+
+def test_resume_names_checkpoint_storage_it_cannot_reach(s3, tmp_path, monkeypatch, capsys):
+    """run.json records checkpoints in a bucket that is gone: exit 2 before anything starts."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("name: digits\n")
+    (run / "run.json").write_text(json.dumps({
+        "mlflow_run_id": "x", "mlflow_tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "pipeline": "p",
+        "started_at": 0, "ray_train_storage": "s3://absent-bucket/runs/run", "resumes": []}))
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "--resume", str(run)]) == 2
+    assert ("--resume " + str(run) + ": train.storage_path s3://absent-bucket/runs/run: the bucket 'absent-bucket' "
+            "does not exist") in capsys.readouterr().err
+    assert sorted(p.name for p in run.iterdir()) == ["config.yaml", "run.json"]
+    assert not (tmp_path / "mlflow.db").exists()
