@@ -5,7 +5,10 @@ for the tunnel), from the repository root, with RAY_AUTH_MODE=token and the clus
 
     ray job submit --address http://127.0.0.1:8265 --working-dir . \
         --runtime-env jobs/runtime_env.yaml \
-        -- python jobs/train.py pipelines/cluster_digits.yaml
+        -- python jobs/train.py pipelines/cluster_digits.yaml --set train.storage_path=s3://$BUCKET/runs
+
+(checkpoints in the cluster's bucket: README "Storage on a cluster"; a local folder is
+refused on a cluster that has or can add nodes).
 
 On one machine, against `ray start --head`:
 

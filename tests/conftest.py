@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from helpers import REPO  # noqa: E402
+from s3_server import S3Server  # noqa: E402
 
 sys.path.insert(0, str(REPO / "platform"))  # also works before `pip install -e .`
 
@@ -38,3 +40,40 @@ def _no_ambient_tracking(monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
+
+
+@pytest.fixture(scope="session")
+def s3():
+    """A real S3 server (moto_server, its own process) for the whole session. Its AWS
+    variables are set in this process's environment, as a user would export them, so a
+    local Ray started afterwards (tests/integration's `local_ray`) passes them to its
+    workers; the e2e head is started without them (jobs get them in their runtime env)."""
+    tmp = Path(tempfile.mkdtemp(prefix="s3srv"))
+    server = S3Server(tmp / "moto.log")
+    saved = {k: os.environ.get(k) for k in server.env}
+    os.environ.update(server.env)
+    try:
+        yield server
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_data(s3, tmp_path_factory):
+    """One small dataset of each kind, on local disk and the same files in a bucket:
+    {kind: (local path, s3 URI)}. The Parquet and CIFAR URIs are prefixes (folders)."""
+    from echoray.data.fixtures import write_cifar10_bin, write_image_folder, write_parquet
+
+    local = tmp_path_factory.mktemp("s3data")
+    bucket = s3.make_bucket("echoray-data")
+    paths = {
+        "cifar10": write_cifar10_bin(local / "cifar10", per_batch=32, batches=5, test=32),
+        "image_folder": write_image_folder(local / "image_folder", n=200, classes=4, size=32),
+        "parquet": write_parquet(local / "parquet" / "d.parquet", n=200, classes=4, row_group=16).parent,
+    }
+    return {kind: (path, s3.upload(path, f"{bucket}/{kind}")) for kind, path in paths.items()}

@@ -171,6 +171,13 @@ class TrainConfig(Section):
     # A progress line (step, examples/s, fresh/trained, echo factor, epoch ETA) and the
     # same figures to MLflow every this many seconds during an epoch (0: epoch lines only).
     log_every_s: Annotated[float, Field(ge=0)] = 10.0
+    # Where Ray Train writes checkpoints (a folder per run inside it): a local folder, a
+    # shared mount, or an object store URI (s3://bucket/runs). null: the run folder, which
+    # serves one node; a cluster needs storage every node reads (see echoray/storage.py).
+    storage_path: str | None = None
+    # A local storage_path that is shared storage on every node although its mount type
+    # does not say so (network mounts such as NFS are recognised without it).
+    storage_shared: bool = False
 
 
 class ScalingConfig(Section):

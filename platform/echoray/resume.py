@@ -19,6 +19,7 @@ from typing import Any
 
 from echoray.config import PipelineConfig
 from echoray.config_load import ConfigError, load_config
+from echoray.storage import StorageError, is_uri, open_location
 
 RUN_STATE = "run.json"
 
@@ -31,6 +32,7 @@ class Resume:
     pipeline: str
     started_at: float
     resumes: list[dict[str, Any]]
+    storage: str  # where Ray Train keeps the checkpoints: a folder or an object store URI
     checkpoint: Any = None  # ray.train.Checkpoint, or None: no checkpoint yet, start over
     meta: dict[str, Any] = field(default_factory=dict)  # the checkpoint's meta.json
     audit: list[dict[str, Any]] = field(default_factory=list)  # audit rows up to the checkpoint
@@ -51,9 +53,9 @@ class Resume:
 
 
 def write_run_state(run_dir: Path, *, mlflow_run_id: str, tracking_uri: str, pipeline: str,
-                    started_at: float, storage_path: Path, resumes: list | None = None) -> None:
+                    started_at: float, storage: str, resumes: list | None = None) -> None:
     state = {"mlflow_run_id": mlflow_run_id, "mlflow_tracking_uri": tracking_uri, "pipeline": pipeline,
-             "started_at": started_at, "ray_train_storage": str(storage_path), "resumes": resumes or []}
+             "started_at": started_at, "ray_train_storage": storage, "resumes": resumes or []}
     tmp = run_dir / (RUN_STATE + ".tmp")
     tmp.write_text(json.dumps(state, indent=2))
     tmp.replace(run_dir / RUN_STATE)
@@ -73,26 +75,36 @@ def open_run(run_dir: str) -> tuple[PipelineConfig, Resume]:
     try:
         state = json.loads((d / RUN_STATE).read_text())
         run_id, uri = state["mlflow_run_id"], state["mlflow_tracking_uri"]
+        storage = state["ray_train_storage"]
     except (ValueError, KeyError) as exc:
         raise ConfigError(f"{key}: {d / RUN_STATE} is unreadable ({exc})") from None
+    if is_uri(storage):  # the checkpoints are in an object store: reachable, with these credentials?
+        try:
+            open_location(storage, "train.storage_path")
+        except StorageError as exc:
+            raise ConfigError(f"{key}: {exc}") from None
     cfg = load_config(d / "config.yaml")
     if not cfg.train.checkpoint_every:  # its epochs were logged as they came: a restart would repeat them
         raise ConfigError(f"{key}: the run kept no checkpoints (train.checkpoint_every: 0); it cannot be resumed")
     cfg.tracking.uri = uri  # the same store, whatever the current folder or environment
     return cfg, Resume(run_dir=d, mlflow_run_id=run_id, tracking_uri=uri, pipeline=state["pipeline"],
-                       started_at=float(state["started_at"]), resumes=list(state.get("resumes", [])))
+                       started_at=float(state["started_at"]), resumes=list(state.get("resumes", [])),
+                       storage=storage)
 
 
-def find_checkpoint(resume: Resume, storage_path: Path, train_run_name: str) -> None:
-    """The latest checkpoint in Ray Train's snapshot: exactly what its controller restores."""
+def find_checkpoint(resume: Resume, train_run_name: str) -> None:
+    """The latest checkpoint in Ray Train's snapshot (in the run's storage, local or an object
+    store): exactly what its controller restores."""
+    import pyarrow.fs as pafs
     from ray.train import Result
 
     from echoray.train.checkpoint import read_audit, read_meta
 
-    folder = storage_path / train_run_name
+    fs, path = open_location(resume.storage, "train.storage_path")
+    snapshot = fs.get_file_info(f"{path}/{train_run_name}/checkpoint_manager_snapshot.json")
     # No snapshot: interrupted before its first checkpoint; it starts over, under the same MLflow run.
-    if (folder / "checkpoint_manager_snapshot.json").exists():
-        result = Result.from_path(str(folder))
+    if snapshot.type == pafs.FileType.File:
+        result = Result.from_path(f"{resume.storage}/{train_run_name}")
         if result.checkpoint is not None:
             resume.checkpoint = result.checkpoint
             resume.meta = read_meta(result.checkpoint)

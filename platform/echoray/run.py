@@ -34,6 +34,13 @@ from echoray.runtime.placement import fit_placement
 from echoray.runtime.progress import EpochClock, LiveProgress, progress_line, progress_metrics
 from echoray.runtime.resources import format_shortfall, plan_resources, shortfall
 from echoray.runtime.session import start_ray
+from echoray.storage import (
+    StorageError,
+    checkpoint_location,
+    is_uri,
+    open_location,
+    require_shared_storage,
+)
 from echoray.summary import build_summary, fault_summary, write_json_atomic
 from echoray.tracking import RunLogger, check_reachable, tracking_uri
 
@@ -104,6 +111,9 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
     uri = tracking_uri(cfg)
     check_reachable(uri)
     run_dir = resume.run_dir if resume else new_run_dir(cfg, out)
+    storage = resume.storage if resume else checkpoint_location(cfg.train.storage_path, run_dir)
+    if is_uri(storage) and not resume:  # a missing bucket, bad credentials: before anything starts
+        _storage_checked(open_location, storage, "train.storage_path")
 
     # Overlap the slow parts of start-up with Ray's own start: MLflow's first open of
     # a sqlite store migrates its schema, and torch + Ray Train take seconds to import.
@@ -115,6 +125,7 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
     cfg, placement_notes = fit_placement(cfg)  # node-type requests this cluster can never meet
     for note in placement_notes:
         say(note)
+    _storage_checked(require_shared_storage, storage, cfg.train.checkpoint_every, cfg.train.storage_shared)
     use_gpu = resolve_gpu(cfg)
     if cfg.train.precision == "fp16" and not use_gpu:
         raise ConfigError("train.precision: fp16 needs a GPU and this run has none "
@@ -133,10 +144,10 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
         raise box["error"]
     logger: RunLogger = box["logger"]
     build_trainer = box["build_trainer"]
-    from echoray.train.trainer import TRAIN_RUN_NAME, storage_path
+    from echoray.train.trainer import TRAIN_RUN_NAME
 
     if resume:  # the same MLflow run and Ray Train storage, from the latest checkpoint
-        find_checkpoint(resume, storage_path(run_dir), TRAIN_RUN_NAME)
+        find_checkpoint(resume, TRAIN_RUN_NAME)
         pipeline, t0, run_id = resume.pipeline, resume.started_at, logger.reopen(resume.mlflow_run_id)
         say(f"resuming {run_dir} from " + (f"the checkpoint of epoch {resume.epoch}" if resume.checkpoint
                                            else "the start (it had no checkpoint yet)"))
@@ -150,7 +161,7 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
         )
         logger.log_file(run_dir / "config.yaml")
     write_run_state(run_dir, mlflow_run_id=run_id, tracking_uri=uri, pipeline=pipeline, started_at=t0,
-                    storage_path=storage_path(run_dir), resumes=resume.resumes if resume else None)
+                    storage=storage, resumes=resume.resumes if resume else None)
     if cfg.source.remote.latency_ms or cfg.source.remote.bandwidth_mb_s:
         r = cfg.source.remote
         say(f"source: EMULATED remote store ({r.latency_ms:g} ms per request, "
@@ -164,7 +175,7 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
             cfg.echo.factor, cfg.echo.max_factor, checkpointed=cfg.train.checkpoint_every > 0,
             n_train=len(idx.train_ids), max_bad_fraction=cfg.source.max_bad_fraction,
             resume=resume.collector_seed() if resume else None)
-        trainer = build_trainer(cfg, idx, plan, use_gpu, collector, run_dir)
+        trainer = build_trainer(cfg, idx, plan, use_gpu, collector, storage)
 
         history: list[dict] = []
 
@@ -241,6 +252,14 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
         if collector is not None and status != "FINISHED":
             stop_training(collector, f"the driver stopped: {status}")
         logger.end(status)
+
+
+def _storage_checked(check: Callable, *args) -> Any:
+    """A storage problem found before the run starts is bad input (exit 2)."""
+    try:
+        return check(*args)
+    except StorageError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _warm_up(uri: str, experiment: str, box: dict) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from helpers import free_port
+from s3_server import without_aws
 
 BIN = Path(sys.executable).parent
 
@@ -29,8 +30,10 @@ _TOKEN.chmod(0o600)
 
 
 def _env() -> dict:
-    """Token authentication on, with a token of the tests' own (not ~/.ray/auth_token)."""
-    env = dict(os.environ)
+    """Token authentication on, with a token of the tests' own (not ~/.ray/auth_token). No
+    AWS settings (the tests' S3 server puts them in this process's environment): a job gets
+    them only through its runtime env, as on a cluster whose nodes have none."""
+    env = without_aws(os.environ)
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     env.pop("RAY_ADDRESS", None)
     env.pop("MLFLOW_TRACKING_URI", None)

@@ -102,12 +102,22 @@ def test_autoscaler_launches_node_types_places_work_and_scales_down(fake_cluster
     ready_s = time.time() - c["started"]
     assert [kind(n) for n in state(c, "nodes")] == ["head"]
 
+    # Checkpoints in the run folder of a cluster that can add nodes are refused before the
+    # run starts: a restarted worker on another node could not read them.
+    refused = submit(c, "python", "jobs/train.py", "pipelines/cluster_digits.yaml", "--set", "scaling.use_gpu=false",
+                     "--set", "tracking.experiment=autoscaling", "--out", str(tmp_path / "refused"))
+    assert refused.returncode != 0 and "an autoscaler that can add nodes" in refused.stdout + refused.stderr
+    assert "train.storage_path " in refused.stdout + refused.stderr and not (tmp_path / "refused").exists()
+
     out = tmp_path / "run"
     res = submit(c, "python", "jobs/train.py", "pipelines/cluster_digits.yaml",
                  "--set", "scaling.use_gpu=false",  # the GPU is emulated by gpu_node
                  "--set", "preprocess.actors.max_size=1", "--set", "source.limit=256",
                  "--set", "train.max_epochs=2", "--set", "train.target=null",
-                 "--set", "tracking.experiment=autoscaling", "--out", str(out))
+                 "--set", "tracking.experiment=autoscaling", "--out", str(out),
+                 # The fake nodes are processes on this one machine: the run folder is on every
+                 # node's disk, which is what storage_shared declares (echoray/storage.py).
+                 "--set", "train.storage_shared=true")
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
     job = JobSubmissionClient(c["dashboard"], headers={"Authorization": f"Bearer {c['token']}"}).get_job_info(
         job_id_of(res.stdout))

@@ -8,8 +8,10 @@ from echoray.config_load import load_config
 
 
 @pytest.fixture(scope="session")
-def local_ray():
-    """One local Ray for the in-process integration runs (2 logical CPUs, like CI)."""
+def local_ray(s3):
+    """One local Ray for the in-process integration runs (2 logical CPUs, like CI). Started
+    after the S3 server's AWS variables are in the environment: its workers inherit them,
+    as a user's local Ray inherits what the user exported."""
     from echoray.runtime.session import start_ray
 
     if ray.is_initialized():

@@ -6,7 +6,9 @@ a batch, which the resumed run must finish.
 
 The drivers attach to the tests' local Ray (RAY_ADDRESS), as `ray job submit` drivers
 do, so no Ray start is paid per process; a driver that dies takes its job's actors
-(Ray Train controller, workers, collector) with it."""
+(Ray Train controller, workers, collector) with it. The checkpoints are in the run folder
+(the default) or in the tests' S3 bucket (train.storage_path=s3://...): --resume finds
+them through the storage recorded in run.json."""
 
 import json
 import os
@@ -19,6 +21,7 @@ from collections import Counter
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 import ray
 from mlflow.tracking import MlflowClient
 
@@ -82,10 +85,13 @@ def logged(client, run_id):
     return sorted(m.step for m in client.get_metric_history(run_id, "accuracy"))
 
 
-def test_killed_driver_resumes_into_one_unbroken_run(local_ray, tmp_path):
+@pytest.mark.parametrize("storage", ["run folder", "s3"])
+def test_killed_driver_resumes_into_one_unbroken_run(local_ray, s3, tmp_path, storage):
     db = f"sqlite:///{tmp_path / 'mlflow.db'}"
     run = tmp_path / "run"
-    a = Driver(["train", "--set", f"tracking.uri={db}", "--set", f"source.limit={N_TRAIN}",
+    runs = s3.make_bucket("echoray-ckpt-resume") + "/runs" if storage == "s3" else None
+    a = Driver(["train", *(["--set", f"train.storage_path={runs}"] if runs else []),
+                "--set", f"tracking.uri={db}", "--set", f"source.limit={N_TRAIN}",
                 "--set", "train.batch_size=32", "--set", f"train.max_epochs={N_EPOCHS}", "--set", "train.target=null",
                 "--set", "echo.stage=batch", "--set", "echo.factor=1.5", "--set", "train.checkpoint_min_interval_s=0",
                 "--set", "audit.enabled=true", "--set", "source.remote.latency_ms=2", "--out", str(run)], tmp_path)
@@ -130,6 +136,14 @@ def test_killed_driver_resumes_into_one_unbroken_run(local_ray, tmp_path):
     assert logged(client, run_id) == list(range(1, EPOCHS + 1))
     assert client.get_run(run_id).info.status == "FINISHED"
     assert len(client.search_runs([client.get_experiment_by_name("echoray").experiment_id])) == 1
+
+    # the checkpoints stayed where the run put them
+    if runs:
+        assert json.loads((run / "run.json").read_text())["ray_train_storage"] == f"{runs}/run"
+        assert "checkpoint_manager_snapshot.json" in s3.keys(f"{runs}/run/train")
+        assert not (run / "ray").exists()
+    else:
+        assert (run / "ray" / "train" / "checkpoint_manager_snapshot.json").is_file()
 
     # a finished run is not resumed again
     again = subprocess.run([echoray_bin(), "train", "--resume", str(run)], capture_output=True, text=True,

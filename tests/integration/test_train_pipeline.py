@@ -9,7 +9,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from echoray.config_load import flatten, load_config
-from echoray.data.fixtures import decode_id, write_cifar10_bin, write_image_folder, write_parquet
+from echoray.data.fixtures import decode_id, write_cifar10_bin
 from echoray.data.sources import index_source
 
 SMALL = ["train.max_epochs=3", "train.target=null", "audit.enabled=true", "train.batch_size=32"]
@@ -72,17 +72,15 @@ def test_digits_reaches_a_modest_target_and_stops(run_pipeline):
     assert summary["steps_to_target"] == summary["steps"] and summary["time_to_target_s"] > 0
 
 
+@pytest.mark.parametrize("where", ["local", "s3"])
 @pytest.mark.parametrize("kind", ["cifar10", "image_folder", "parquet"])
-def test_each_source_format_runs_the_whole_pipeline(run_pipeline, tmp_path, kind):
-    if kind == "cifar10":
-        path = write_cifar10_bin(tmp_path / "data", per_batch=32, batches=5, test=32)
-    elif kind == "image_folder":
-        path = write_image_folder(tmp_path / "data", n=200, classes=4, size=32)
-    else:
-        path = write_parquet(tmp_path / "data" / "d.parquet", n=200, classes=4, row_group=16)
+def test_each_source_format_runs_the_whole_pipeline(run_pipeline, s3_data, kind, where):
+    """The same files on local disk and in the tests' S3 bucket (s3://echoray-data/<kind>):
+    the Ray Data actors read the bucket through the AWS variables the local Ray inherited."""
+    path = s3_data[kind][0 if where == "local" else 1]
     overrides = [*SMALL, f"source.kind={kind}", f"source.path={path}", "source.image_size=32",
                  "source.chunk_size=16", "preprocess.augment.ops=[{op: random_crop, padding: 4}, {op: flip}]"]
-    summary, audit = run_pipeline(None, *overrides, name=kind)
+    summary, audit = run_pipeline(None, *overrides, name=f"{kind}-{where}")
     idx = index_source(load_config(None, overrides).source)
     assert_each_epoch_reads_every_train_id_once(audit, idx.train_ids, 3)
     n = len(idx.train_ids)

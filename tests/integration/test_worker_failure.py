@@ -2,7 +2,10 @@
 with scaling.max_failures=1: the worker group restarts from the last checkpoint and the
 run finishes with exactly the counts of an unfailed run. Echo before augmentation at
 e = 1.5 leaves samples with copies in flight at every checkpoint: fresh examples must
-still be the distinct (epoch, sample) trained, at every epoch (issue 18)."""
+still be the distinct (epoch, sample) trained, at every epoch (issue 18). The checkpoints
+are in the tests' S3 bucket (train.storage_path=s3://...), as on a cluster without a
+shared disk, where the new worker may start on another node: it restores from the object
+store."""
 
 import json
 import os
@@ -14,9 +17,11 @@ from collections import Counter
 import pyarrow.parquet as pq
 import ray
 from mlflow.tracking import MlflowClient
+from ray.train import Result
 from ray.util.state import list_actors
 
 from echoray.config_load import load_config
+from echoray.train.checkpoint import read_meta
 
 N_TRAIN, BATCH = 1438, 64  # digits
 STEPS_PER_EPOCH = N_TRAIN * 3 // 2 // BATCH  # e = 1.5: 33 full batches of 64 per epoch
@@ -59,8 +64,10 @@ def train_worker_pid():
     return alive[0].pid if len(alive) == 1 else None
 
 
-def test_killed_worker_is_replaced_and_counts_stay_exact(local_ray, tmp_path, sqlite_uri):
+def test_killed_worker_is_replaced_and_counts_stay_exact(local_ray, s3, tmp_path, sqlite_uri):
+    runs = s3.make_bucket("echoray-ckpt-worker") + "/runs"
     cfg = load_config(None, [f"tracking.uri={sqlite_uri}", "scaling.max_failures=1", "audit.enabled=true",
+                             f"train.storage_path={runs}",
                              "train.checkpoint_min_interval_s=0", "echo.stage=before_augment",
                              "echo.factor=1.5",
                              "train.target=0.9", "train.max_epochs=20"])
@@ -111,3 +118,19 @@ def test_killed_worker_is_replaced_and_counts_stay_exact(local_ray, tmp_path, sq
     # MLflow: one value per epoch (none replayed twice), the run FINISHED.
     assert logged_epochs(client, run_id) == list(range(1, epochs + 1))
     assert client.get_run(run_id).info.status == "FINISHED"
+
+    # The checkpoints are objects in the bucket under a folder named after the run, nothing
+    # local. Ray Train registered one per epoch but the last (checkpoint_every 1, no minimum
+    # interval; the epoch that ends the run saves none; with the audit on all are kept),
+    # each holding every file of the checkpoint. (A folder the kill cut short may sit next
+    # to them, registered nowhere.)
+    storage = f"{runs}/{out.name}"
+    assert json.loads((out / "run.json").read_text())["ray_train_storage"] == storage
+    keys = s3.keys(f"{storage}/train")
+    assert "checkpoint_manager_snapshot.json" in keys and not (out / "ray").exists()
+    registered = [c for c, _ in Result.from_path(f"{storage}/train").best_checkpoints]
+    assert [read_meta(c)["epoch"] for c in registered] == list(range(1, epochs))
+    for c in registered:
+        name = c.path.rsplit("/", 1)[1]
+        assert {"meta.json", "model.pt", "rank_0.json", "rank_0.pt", "consumed_0.npz", "audit_0.npz"} <= {
+            k.split("/", 1)[1] for k in keys if k.startswith(name + "/")}

@@ -3,6 +3,7 @@
 none is left RUNNING), no summary. In-process through cli.main, so the table takes
 seconds; tests/unit/test_cli_errors.py runs the same contract through a subprocess."""
 
+import json
 import os
 import pickle
 
@@ -163,6 +164,61 @@ def test_bad_input_is_named_and_nothing_is_started(case, tmp_path, monkeypatch, 
     assert not (tmp_path / "pwned").exists()  # the pickle's payload never ran
 
 
+def _s3_missing_bucket():
+    return ["--set", "source.kind=image_folder", "--set", "source.path=s3://absent-bucket/imgs"], \
+        "source.path s3://absent-bucket/imgs: the bucket 'absent-bucket' does not exist"
+
+
+def _s3_missing_prefix():
+    return ["--set", "source.kind=image_folder", "--set", "source.path=s3://echoray-data/absent"], \
+        "source.path s3://echoray-data/absent: no such directory"
+
+
+def _s3_wrong_credentials():
+    os.environ["AWS_SECRET_ACCESS_KEY"] = "not-the-secret"
+    return ["--set", "source.kind=parquet", "--set", "source.path=s3://echoray-data/parquet"], \
+        "source.path s3://echoray-data/parquet: access denied: check the credentials"
+
+
+def _s3_endpoint_down():
+    os.environ["AWS_ENDPOINT_URL"] = endpoint = f"http://127.0.0.1:{free_port()}"
+    return ["--set", "source.kind=cifar10", "--set", "source.path=s3://echoray-data/cifar10"], \
+        f"source.path s3://echoray-data/cifar10: cannot reach the object store at {endpoint}"
+
+
+def _storage_missing_bucket():
+    return ["--set", "train.storage_path=s3://absent-bucket/runs", "--out", "r"], \
+        "train.storage_path s3://absent-bucket/runs/r: the bucket 'absent-bucket' does not exist"
+
+
+def _storage_wrong_credentials():
+    os.environ["AWS_ACCESS_KEY_ID"] = "AKIAUNKNOWNKEY000000"
+    return ["--set", "train.storage_path=s3://echoray-data/runs", "--out", "r"], \
+        "train.storage_path s3://echoray-data/runs/r: access denied"
+
+
+S3_CASES = {"missing bucket": _s3_missing_bucket, "missing prefix": _s3_missing_prefix,
+            "wrong credentials": _s3_wrong_credentials, "endpoint down": _s3_endpoint_down,
+            "checkpoint bucket missing": _storage_missing_bucket,
+            "checkpoint credentials denied": _storage_wrong_credentials}
+
+
+@pytest.mark.parametrize("case", list(S3_CASES))
+def test_bad_object_storage_is_named_and_nothing_is_started(case, s3, s3_data, tmp_path, monkeypatch, capsys):
+    """Against the tests' S3 server: the URI and what is wrong with it, exit 2, nothing written
+    (no run folder, no MLflow store, so no MLflow run left RUNNING), no object in the bucket."""
+    for key, value in s3.env.items():
+        monkeypatch.setenv(key, value)  # so the case's change is undone afterwards
+    before = s3.keys("s3://echoray-data")
+    args, message = S3_CASES[case]()
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") <= 8, err
+    assert list(tmp_path.iterdir()) == []
+    assert s3.keys("s3://echoray-data") == before
+
+
 def _finished(run):
     (run / "summary.json").write_text("{}")
     return "already finished (summary.json is there); nothing to resume"
@@ -186,3 +242,19 @@ def test_resume_refuses_what_it_cannot_continue(tmp_path, monkeypatch, capsys, m
     assert sorted(p.name for p in run.iterdir()) == before and not (tmp_path / "mlflow.db").exists()
     assert main(["train", "--resume", str(tmp_path / "absent")]) == 2
     assert "no such run folder" in capsys.readouterr().err
+
+
+def test_resume_names_checkpoint_storage_it_cannot_reach(s3, tmp_path, monkeypatch, capsys):
+    """run.json records checkpoints in a bucket that is gone: exit 2 before anything starts."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text("name: digits\n")
+    (run / "run.json").write_text(json.dumps({
+        "mlflow_run_id": "x", "mlflow_tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", "pipeline": "p",
+        "started_at": 0, "ray_train_storage": "s3://absent-bucket/runs/run", "resumes": []}))
+    monkeypatch.chdir(tmp_path)
+    assert main(["train", "--resume", str(run)]) == 2
+    assert ("--resume " + str(run) + ": train.storage_path s3://absent-bucket/runs/run: the bucket 'absent-bucket' "
+            "does not exist") in capsys.readouterr().err
+    assert sorted(p.name for p in run.iterdir()) == ["config.yaml", "run.json"]
+    assert not (tmp_path / "mlflow.db").exists()

@@ -56,3 +56,11 @@ def test_setup_installs_the_project_on_every_node(prepared):
     assert prepared["file_mounts"]["~/echoray"] == "."
     for commands in (prepared["head_setup_commands"], prepared["worker_setup_commands"]):
         assert any('pip install --quiet "$HOME/echoray"' in c for c in commands)
+
+
+def test_worker_nodes_reach_the_bucket_with_an_instance_profile(prepared):
+    """Checkpoints and data are in S3 on a cluster: workers get a role, never copied keys."""
+    types = prepared["available_node_types"]
+    for name in ("cpu_worker", "gpu_worker"):
+        assert types[name]["node_config"]["IamInstanceProfile"] == {"Name": "echoray-s3"}
+    assert not any("AWS_SECRET_ACCESS_KEY" in c for c in prepared["setup_commands"])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 from ray.train import (
     CheckpointConfig,
@@ -31,11 +30,6 @@ TRAIN_RUN_NAME = "train"
 HEALTH_CHECK_INTERVAL = ("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5")
 
 
-def storage_path(run_dir: Path) -> Path:
-    """Where Ray Train keeps this run's checkpoints: in the run folder, so --resume finds them."""
-    return (run_dir / "ray").resolve()
-
-
 def data_config(cfg: PipelineConfig) -> DataConfig:
     options = DataConfig.default_ingest_options()
     options.preserve_order = cfg.preprocess.deterministic
@@ -46,8 +40,9 @@ def data_config(cfg: PipelineConfig) -> DataConfig:
 
 
 def build_trainer(
-    cfg: PipelineConfig, idx: SourceIndex, plan: ResourcePlan, use_gpu: bool, collector, run_dir: Path
+    cfg: PipelineConfig, idx: SourceIndex, plan: ResourcePlan, use_gpu: bool, collector, storage: str
 ) -> TorchTrainer:
+    """`storage`: where the checkpoints go (echoray.storage.checkpoint_location), a folder or URI."""
     per_worker = {k: v for k, v in plan.per_worker.items() if k != "GPU"}
     os.environ.setdefault(*HEALTH_CHECK_INTERVAL)  # read from the driver's environment at fit()
     return TorchTrainer(
@@ -62,7 +57,7 @@ def build_trainer(
         dataset_config=data_config(cfg),
         run_config=RunConfig(
             name=TRAIN_RUN_NAME,
-            storage_path=str(storage_path(run_dir)),
+            storage_path=storage,  # a URI is resolved by pyarrow on every node, from its environment
             failure_config=FailureConfig(max_failures=cfg.scaling.max_failures),
             # With the audit on, each checkpoint holds its epochs' audit rows: keep them all.
             checkpoint_config=CheckpointConfig(

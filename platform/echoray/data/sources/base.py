@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -60,22 +59,29 @@ def read_skipping(reader: Reader, ids: np.ndarray, split: Split, decoder=None, r
     return ReadResult(images, labels, np.ones(len(ids), dtype=bool), [])
 
 
-def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
-    """The pyarrow filesystem Ray Data would use for `uri` (local paths too)."""
-    if "://" not in uri:
-        uri = os.path.abspath(uri)
+def filesystem(uri: str, key: str = "source.path") -> tuple[pafs.FileSystem, str]:
+    """The pyarrow filesystem Ray Data would use for `uri` (local paths too). An object
+    store's bucket, credentials and endpoint are checked here (echoray/storage.py), so
+    every source reads `s3://bucket/prefix` as it reads a folder and fails naming it."""
+    from echoray.storage import StorageError, open_location
+
     try:
-        return pafs.FileSystem.from_uri(uri)
-    except (pafs.ArrowInvalid, OSError, ValueError) as exc:  # type: ignore[attr-defined]
-        raise SourceError(f"source.path {uri}: cannot open: {exc}") from exc
+        return open_location(uri, key)
+    except StorageError as exc:
+        raise SourceError(str(exc)) from None
+
+
+def shown(fs: pafs.FileSystem, path: str) -> str:
+    """A path as the user wrote it: with its scheme when it is in an object store."""
+    return path if fs.type_name == "local" else f"{fs.type_name}://{path}"
 
 
 def require_dir(fs: pafs.FileSystem, path: str, key: str) -> None:
     info = fs.get_file_info(path)
     if info.type == pafs.FileType.NotFound:
-        raise SourceError(f"{key} {path}: no such directory")
+        raise SourceError(f"{key} {shown(fs, path)}: no such directory")
     if info.type != pafs.FileType.Directory:
-        raise SourceError(f"{key} {path}: not a directory")
+        raise SourceError(f"{key} {shown(fs, path)}: not a directory")
 
 
 def contiguous_runs(ids: np.ndarray) -> list[tuple[int, int]]:

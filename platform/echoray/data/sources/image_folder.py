@@ -78,7 +78,7 @@ def index(cfg: SourceConfig) -> SourceIndex:
     fs, root = filesystem(cfg.path)
     classes, files, labels = _scan(fs, root, "source.path", None)
     if cfg.eval_path:
-        efs, eroot = filesystem(cfg.eval_path)
+        efs, eroot = filesystem(cfg.eval_path, "source.eval_path")
         _, efiles, elabels = _scan(efs, eroot, "source.eval_path", classes)
         train_ids = np.arange(len(files), dtype=np.int64)
         eval_ids = np.arange(len(efiles), dtype=np.int64)

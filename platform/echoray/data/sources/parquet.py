@@ -21,7 +21,7 @@ SPLIT_SEED = 0
 
 
 def _list(uri: str, key: str, image_col: str, label_col: str) -> list[dict]:
-    fs, root = filesystem(uri)
+    fs, root = filesystem(uri, key)
     info = fs.get_file_info(root)
     if info.type == pafs.FileType.NotFound:
         raise SourceError(f"{key} {uri}: no such file or directory")

@@ -1,0 +1,142 @@
+"""Where data and checkpoints live: a local folder, a shared mount, or an object store URI.
+
+Object stores are reached through pyarrow's filesystems with nothing configured here:
+credentials, endpoint and region come from the standard environment (AWS_ACCESS_KEY_ID,
+AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_S3, AWS_REGION, or an instance
+profile on AWS). pyarrow's S3 filesystem reads AWS_ENDPOINT_URL(_S3) itself (checked with
+pyarrow 25 against a local S3 server), so the same run works on AWS, MinIO or the tests'
+server. Ray's processes need the same variables: a local Ray inherits the driver's
+environment; for `ray job submit` pass them in the job's runtime env (README, "Storage").
+
+This module turns an unusable location into one line naming the config key and the URI
+(a missing bucket, denied credentials, an unreachable endpoint) before anything starts.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import pyarrow.fs as pafs
+
+# Filesystem types (as /proc/mounts names them) that other nodes can mount too.
+NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "ceph",
+              "glusterfs", "fuse.glusterfs", "fuse.cephfs", "fuse.s3fs", "fuse.gcsfuse",
+              "fuse.juicefs", "fuse.mountpoint-s3", "efs", "9p")
+
+
+class StorageError(ValueError):
+    """A storage location that cannot be used; the message names the key and the URI."""
+
+
+def is_uri(path: str) -> bool:
+    """An object store or other remote filesystem URI (file:// and plain paths are local)."""
+    return "://" in path and not path.startswith("file://")
+
+
+def endpoint() -> str:
+    return (os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
+            or "the provider's default endpoint")
+
+
+def describe(exc: BaseException, uri: str, key: str) -> str:
+    """One line for an object store error: what is wrong and what to check."""
+    text = str(exc)
+    if any(code in text for code in ("ACCESS_DENIED", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch")):
+        why = ("access denied: check the credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, or "
+               "the instance profile) and their permissions on the bucket")
+    elif "NETWORK_CONNECTION" in text or "curlCode" in text or "Could not connect" in text:
+        why = f"cannot reach the object store at {endpoint()} (AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_S3)"
+    elif "NO_SUCH_BUCKET" in text or "NoSuchBucket" in text:
+        why = "the bucket does not exist"
+    else:
+        why = text.splitlines()[0] if text else type(exc).__name__
+    return f"{key} {uri}: {why}"
+
+
+def open_location(uri: str, key: str) -> tuple[pafs.FileSystem, str]:
+    """The pyarrow filesystem and path for `uri` (local paths made absolute). For an object
+    store, its bucket is checked (one HEAD request): a missing bucket, denied credentials or
+    an unreachable endpoint fail here, naming `key` and `uri`, instead of as a missing folder
+    or in the middle of a run."""
+    if not is_uri(uri):
+        uri = os.path.abspath(uri.removeprefix("file://"))
+    try:
+        fs, path = pafs.FileSystem.from_uri(uri)
+    except (pafs.ArrowInvalid, OSError, ValueError) as exc:  # type: ignore[attr-defined]
+        raise StorageError(f"{key} {uri}: cannot open: {exc}") from None
+    if is_uri(uri):
+        bucket = path.split("/", 1)[0]
+        try:
+            info = fs.get_file_info(bucket)
+        except OSError as exc:
+            raise StorageError(describe(exc, uri, key)) from None
+        if info.type == pafs.FileType.NotFound:
+            raise StorageError(f"{key} {uri}: the bucket {bucket!r} does not exist (at {endpoint()})")
+    return fs, path
+
+
+def checkpoint_location(storage_path: str | None, run_dir: Path) -> str:
+    """Where Ray Train keeps this run's checkpoints: `train.storage_path/<run folder name>`
+    (runs sharing a bucket never share a folder), or, by default, the run folder itself."""
+    if not storage_path:
+        return str((run_dir / "ray").resolve())
+    base = storage_path.rstrip("/")
+    if not is_uri(base):
+        base = os.path.abspath(base.removeprefix("file://"))
+    return f"{base}/{run_dir.resolve().name}"
+
+
+def network_mount(path: str, partitions: Iterable[tuple[str, str]]) -> str | None:
+    """The filesystem type of the mount holding `path` when it is a network one, else None.
+    `partitions`: (mountpoint, fstype) pairs, as psutil.disk_partitions(all=True) gives."""
+    path = os.path.abspath(path)
+    best = ("", "")
+    for mountpoint, fstype in partitions:
+        inside = path == mountpoint or path.startswith(mountpoint.rstrip("/") + "/")
+        if inside and len(mountpoint) > len(best[0]):
+            best = (mountpoint, fstype)
+    fstype = best[1].lower()
+    return fstype if fstype in NETWORK_FS or fstype.startswith("fuse.") else None
+
+
+def unshared_storage(location: str, *, nodes: int, can_add_nodes: bool, declared_shared: bool,
+                     partitions: Iterable[tuple[str, str]]) -> str | None:
+    """Why checkpoints at `location` would be lost or unreadable on this cluster, or None.
+
+    A local folder serves a single node. With more than one node, or an autoscaler that
+    can add some (cluster.yaml scales from zero, so one node at start proves nothing), a
+    restarted worker on another node must read what the dead one wrote: the folder must be
+    an object store, a network mount, or declared shared (`train.storage_shared: true`).
+    """
+    if is_uri(location) or declared_shared or (nodes <= 1 and not can_add_nodes):
+        return None
+    if network_mount(location, partitions):
+        return None
+    where = f"{nodes} nodes" if nodes > 1 else "an autoscaler that can add nodes"
+    return (f"train.storage_path {location}: a local folder, but this cluster has {where}; checkpoints "
+            "must be readable from every node. Set train.storage_path to an object store URI "
+            "(s3://bucket/runs) or a shared mount, or train.storage_shared=true if this path is "
+            "shared storage on every node")
+
+
+def mounted_partitions() -> list[tuple[str, str]]:
+    import psutil
+
+    return [(p.mountpoint, p.fstype) for p in psutil.disk_partitions(all=True)]
+
+
+def require_shared_storage(location: str, checkpoint_every: int, declared_shared: bool) -> None:
+    """Refuse (StorageError) checkpoints in a folder other nodes cannot read; Ray must be up."""
+    if not checkpoint_every or is_uri(location) or declared_shared:
+        return
+    import ray
+
+    from echoray.runtime.placement import autoscaler_can_add_nodes
+
+    nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
+    problem = unshared_storage(location, nodes=nodes, can_add_nodes=nodes <= 1 and autoscaler_can_add_nodes(),
+                               declared_shared=declared_shared, partitions=mounted_partitions())
+    if problem:
+        raise StorageError(problem)
