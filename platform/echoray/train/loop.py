@@ -281,7 +281,8 @@ def run_worker(config: dict) -> None:
     if rank == 0:
         collector.finish.remote({
             "epochs": state["epoch"], "steps": counters.steps, "fresh_examples": fresh_all,
-            "trained_examples": trained_all, "trained_samples": samples_all, "best_accuracy": state["best"], "last_accuracy": state["acc"],
+            "trained_examples": trained_all, "trained_samples": samples_all,
+            "best_accuracy": state["best"], "last_accuracy": state["acc"],
             "to_target": state["to_target"], "stop_reason": state["reason"], "world_size": world,
             "wait_s": counters.wait_s, "step_s": counters.step_s, "device": str(device),
             "duplicate_batch_fraction": dups / max(nb, 1), "loop_s": loop_s,
