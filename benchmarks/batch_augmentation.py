@@ -118,8 +118,8 @@ def plot(table: dict, path) -> None:
     fig, ax = plt.subplots(figsize=(6, 4))
     for key, label, fmt in (("ba", "batch augmentation, local (1 worker, B=64, M views)", "o-"),
                             ("baseline", "baseline: batch M*B, M x epochs", "s--"),
-                            ("grouped", "grouped (4 workers in 4/M groups, 1 view each)", "^:"),
-                            ("local_same_step", "local, 4/M workers (same samples+views/step)", "v:")):
+                            ("grouped", "grouped, 4 workers in 4/M groups (M=2: 22 steps)", "^"),
+                            ("local_same_step", "local, 4/M workers, same samples+views/step", "v")):
         ms = [m for m in COPIES if m in table[key]]
         if not ms:
             continue
