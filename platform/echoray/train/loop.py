@@ -350,7 +350,8 @@ class WorkerLoop:
         if self.rank == 0:
             final = {
                 "epochs": s.epoch, "steps": c.steps, "fresh_examples": fresh_all,
-                "trained_examples": trained_all, "trained_samples": samples_all, "best_accuracy": s.best, "last_accuracy": s.acc,
+                "trained_examples": trained_all, "trained_samples": samples_all,
+                "best_accuracy": s.best, "last_accuracy": s.acc,
                 "to_target": s.to_target, "stop_reason": s.reason, "world_size": self.world,
                 "wait_s": c.wait_s, "step_s": c.step_s, "device": str(self.device),
                 "duplicate_batch_fraction": dups / max(nb, 1), "loop_s": loop_s,
