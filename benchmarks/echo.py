@@ -41,6 +41,8 @@ def steady_step_rate(summary: dict) -> float:
 def run(stage: str, factor, latency_ms: float, target, epochs: int) -> dict:
     overrides = [f"echo.stage={'none' if factor == 1 else stage}", f"echo.factor={factor}",
                  f"source.chunk_size={CHUNK}", f"source.remote={{latency_ms: {latency_ms}}}",
+                 # One request in flight: the calibration below prices a CHUNK read at one latency.
+                 "source.read_concurrency=1",
                  f"train.max_epochs={epochs}", f"train.target={target}", "echo.max_factor=8",
                  "scaling.cpus_per_worker=1"]
     summary, peak = train_in_process(overrides, f"e{factor}")
