@@ -70,7 +70,9 @@ def test_killed_worker_is_replaced_and_counts_stay_exact(local_ray, s3, tmp_path
                              f"train.storage_path={runs}",
                              "train.checkpoint_min_interval_s=0", "echo.stage=before_augment",
                              "echo.factor=1.5",
-                             "train.target=0.9", "train.max_epochs=20"])
+                             # 0.95, not 0.9: at e = 1.5 a 0.9 target was once reached in the
+                             # epoch after the second checkpoint, before the kill landed.
+                             "train.target=0.95", "train.max_epochs=20"])
     out = tmp_path / "run"
     thread, box = train_in_background(cfg, out)
     run_id = wait_for(lambda: (out / "run.json").exists() and json.loads((out / "run.json").read_text())[
@@ -79,6 +81,7 @@ def test_killed_worker_is_replaced_and_counts_stay_exact(local_ray, s3, tmp_path
     # Epoch 2 is logged once its checkpoint is registered: kill the worker in the epochs after it.
     wait_for(lambda: len(logged_epochs(client, run_id)) >= 2, 300, "two checkpointed epochs")
     pid = train_worker_pid()
+    assert pid is not None, "the run ended before its worker could be killed"
     killed_at = time.time()
     os.kill(pid, signal.SIGKILL)
     thread.join(timeout=600)
@@ -96,7 +99,7 @@ def test_killed_worker_is_replaced_and_counts_stay_exact(local_ray, s3, tmp_path
     assert train_worker_pid() is None  # the run's workers are gone (and were replaced once)
 
     # The target is reached with the steps and examples of an unfailed run.
-    assert s["target_reached"] is True and s["metric"]["value"] >= 0.9
+    assert s["target_reached"] is True and s["metric"]["value"] >= 0.95
     epochs = s["epochs"]
     assert epochs > restarts[0]["from_epoch"]
     per_epoch = STEPS_PER_EPOCH * BATCH
