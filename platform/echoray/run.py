@@ -93,6 +93,12 @@ def epoch_clock(cfg: PipelineConfig, n_train: int) -> EpochClock:
                       by_fresh=cfg.echo.factor == "auto" and cfg.echo.stage != "batch")
 
 
+def history_row(ev: dict) -> dict:
+    """An epoch event as summary.json's history keeps it."""
+    return {k: ev.get(k) for k in ("epoch", "step", "loss", "accuracy", "accuracy_tta",
+                                   "fresh_examples", "trained_examples", "train_s")}
+
+
 def write_audit(collector, path: Path, earlier: list | None = None) -> int:
     parts = (earlier or []) + ray.get(collector.take_audit.remote())
     if not parts:
@@ -122,23 +128,7 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
     warmup.start()
     local = start_ray()
     idx = publish_index(idx)  # file lists once in the object store, not pickled per actor/worker
-    cfg, placement_notes = fit_placement(cfg)  # node-type requests this cluster can never meet
-    for note in placement_notes:
-        say(note)
-    _storage_checked(require_shared_storage, storage, cfg.train.checkpoint_every, cfg.train.storage_shared)
-    use_gpu = resolve_gpu(cfg)
-    if cfg.train.precision == "fp16" and not use_gpu:
-        raise ConfigError("train.precision: fp16 needs a GPU and this run has none "
-                          "(scaling.use_gpu: auto found no GPU); use bf16 or fp32")
-    plan = plan_resources(cfg, use_gpu)
-    if local:
-        missing = shortfall(plan.demand(), ray.cluster_resources())
-        if missing:
-            raise ConfigError(
-                f"the pipeline needs more than this machine has ({format_shortfall(missing)}). "
-                f"Plan: {plan.describe()}. Lower scaling.num_workers, scaling.cpus_per_worker "
-                "or preprocess.actors.*"
-            )
+    cfg, use_gpu, plan = _fit_cluster(cfg, storage, local)
     warmup.join()
     if "error" in box:
         raise box["error"]
@@ -146,20 +136,7 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
     build_trainer = box["build_trainer"]
     from echoray.train.trainer import TRAIN_RUN_NAME
 
-    if resume:  # the same MLflow run and Ray Train storage, from the latest checkpoint
-        find_checkpoint(resume, TRAIN_RUN_NAME)
-        pipeline, t0, run_id = resume.pipeline, resume.started_at, logger.reopen(resume.mlflow_run_id)
-        say(f"resuming {run_dir} from " + (f"the checkpoint of epoch {resume.epoch}" if resume.checkpoint
-                                           else "the start (it had no checkpoint yet)"))
-    else:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "config.yaml").write_text(to_yaml(cfg))
-        run_id = logger.start(
-            run_name=hooks.run_name or run_dir.name, params=flatten(cfg),
-            tags={"echoray.pipeline": pipeline, "echoray.run_dir": str(run_dir.resolve()), **hooks.tags},
-            parent_run_id=hooks.parent_run_id,
-        )
-        logger.log_file(run_dir / "config.yaml")
+    pipeline, t0, run_id = _open_mlflow_run(cfg, logger, run_dir, pipeline, t0, resume, hooks, TRAIN_RUN_NAME)
     write_run_state(run_dir, mlflow_run_id=run_id, tracking_uri=uri, pipeline=pipeline, started_at=t0,
                     storage=storage, resumes=resume.resumes if resume else None)
     if cfg.source.remote.latency_ms or cfg.source.remote.bandwidth_mb_s:
@@ -178,10 +155,6 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
         trainer = build_trainer(cfg, idx, plan, use_gpu, collector, storage)
 
         history: list[dict] = []
-
-        def history_row(ev: dict) -> dict:
-            return {k: ev.get(k) for k in ("epoch", "step", "loss", "accuracy", "accuracy_tta",
-                                           "fresh_examples", "trained_examples", "train_s")}
 
         def log_epoch(ev: dict) -> None:
             logger.log_metrics({k: ev.get(k) for k in (
@@ -224,24 +197,8 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
             rows = write_audit(collector, run_dir / "audit.parquet", resume.audit if resume else None)
             say(f"audit: {rows} rows -> {run_dir / 'audit.parquet'}")
             logger.log_file(run_dir / "audit.parquet")
-        summary = build_summary(
-            cfg, pipeline=pipeline, run_dir=run_dir, mlflow_run_id=run_id, mlflow_uri=uri,
-            final=final, collected=collected, t0=t0, t_end=time.time(),
-        )
-        summary["history"] = history
-        summary["mlflow_experiment_id"] = logger.experiment_id
-        summary["mlflow_artifact_uri"] = logger.artifact_uri()
-        summary["faults"] = fault_summary(collected, resume.resumes if resume else [])
-        summary["metric_tta"] = history[-1]["accuracy_tta"] if history else None
-        summary["echo"]["factor_history"] = [
-            {"t": round(p["time"] - t0, 2), "factor": p["factor"], "measured_R": p["measured_R"]}
-            for p in factor_points]
-        write_json_atomic(run_dir / "summary.json", summary)
-        logger.log_file(run_dir / "summary.json")
-        logger.log_metrics({k: summary[k] for k in (
-            "fresh_examples", "trained_examples", "wall_s", "fresh_examples_to_target",
-            "time_to_target_s", "upstream_examples_per_s", "downstream_examples_per_s", "measured_R")
-            if summary[k] is not None}, step=final["epochs"])
+        summary = _write_summary(cfg, logger, run_dir, pipeline, run_id, uri, t0, final, collected,
+                                 history, factor_points, resume)
         status = "FINISHED"
         return summary
     except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or Tune stopping a trial (sys.exit)
@@ -252,6 +209,73 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
         if collector is not None and status != "FINISHED":
             stop_training(collector, f"the driver stopped: {status}")
         logger.end(status)
+
+
+
+def _open_mlflow_run(cfg, logger, run_dir, pipeline, t0, resume, hooks, train_run_name):
+    """(pipeline, t0, MLflow run id): a resumed run's own, or a new run with config.yaml."""
+    if resume:  # the same MLflow run and Ray Train storage, from the latest checkpoint
+        find_checkpoint(resume, train_run_name)
+        pipeline, t0, run_id = resume.pipeline, resume.started_at, logger.reopen(resume.mlflow_run_id)
+        say(f"resuming {run_dir} from " + (f"the checkpoint of epoch {resume.epoch}" if resume.checkpoint
+                                           else "the start (it had no checkpoint yet)"))
+    else:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.yaml").write_text(to_yaml(cfg))
+        run_id = logger.start(
+            run_name=hooks.run_name or run_dir.name, params=flatten(cfg),
+            tags={"echoray.pipeline": pipeline, "echoray.run_dir": str(run_dir.resolve()), **hooks.tags},
+            parent_run_id=hooks.parent_run_id,
+        )
+        logger.log_file(run_dir / "config.yaml")
+    return pipeline, t0, run_id
+
+
+def _write_summary(cfg, logger, run_dir, pipeline, run_id, uri, t0, final, collected, history,
+                   factor_points, resume) -> dict[str, Any]:
+    """summary.json (the DESIGN.md contract plus history, faults, e over time), logged to MLflow."""
+    summary = build_summary(
+        cfg, pipeline=pipeline, run_dir=run_dir, mlflow_run_id=run_id, mlflow_uri=uri,
+        final=final, collected=collected, t0=t0, t_end=time.time(),
+    )
+    summary["history"] = history
+    summary["mlflow_experiment_id"] = logger.experiment_id
+    summary["mlflow_artifact_uri"] = logger.artifact_uri()
+    summary["faults"] = fault_summary(collected, resume.resumes if resume else [])
+    summary["metric_tta"] = history[-1]["accuracy_tta"] if history else None
+    summary["echo"]["factor_history"] = [
+        {"t": round(p["time"] - t0, 2), "factor": p["factor"], "measured_R": p["measured_R"]}
+        for p in factor_points]
+    write_json_atomic(run_dir / "summary.json", summary)
+    logger.log_file(run_dir / "summary.json")
+    logger.log_metrics({k: summary[k] for k in (
+        "fresh_examples", "trained_examples", "wall_s", "fresh_examples_to_target",
+        "time_to_target_s", "upstream_examples_per_s", "downstream_examples_per_s", "measured_R")
+        if summary[k] is not None}, step=final["epochs"])
+    return summary
+
+
+def _fit_cluster(cfg: PipelineConfig, storage: str, local: bool):
+    """(cfg, use_gpu, plan) for the connected cluster; what it cannot run is bad input
+    (ConfigError / StorageError), found before a run folder or MLflow run exists."""
+    cfg, placement_notes = fit_placement(cfg)  # node-type requests this cluster can never meet
+    for note in placement_notes:
+        say(note)
+    _storage_checked(require_shared_storage, storage, cfg.train.checkpoint_every, cfg.train.storage_shared)
+    use_gpu = resolve_gpu(cfg)
+    if cfg.train.precision == "fp16" and not use_gpu:
+        raise ConfigError("train.precision: fp16 needs a GPU and this run has none "
+                          "(scaling.use_gpu: auto found no GPU); use bf16 or fp32")
+    plan = plan_resources(cfg, use_gpu)
+    if local:
+        missing = shortfall(plan.demand(), ray.cluster_resources())
+        if missing:
+            raise ConfigError(
+                f"the pipeline needs more than this machine has ({format_shortfall(missing)}). "
+                f"Plan: {plan.describe()}. Lower scaling.num_workers, scaling.cpus_per_worker "
+                "or preprocess.actors.*"
+            )
+    return cfg, use_gpu, plan
 
 
 def _storage_checked(check: Callable, *args) -> Any:
