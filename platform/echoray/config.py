@@ -234,6 +234,11 @@ class SearchConfig(Section):
     max_concurrent: PositiveInt = 1
     sequence: Literal["halton", "sobol"] = "halton"  # scrambled, from scipy.stats.qmc
     space: dict[str, SearchParam] = {}
+    # A one-CPU-worker trial with scaling.max_failures 0 trains inside its Tune trial actor,
+    # which Tune reuses, instead of starting a Ray Train controller and worker group per
+    # trial (train/in_process.py: 36 s -> a few s of overhead per digits trial). false:
+    # every trial is a Ray Train fit (its checkpoints, its restarts).
+    warm_trials: bool = True
 
 
 class PipelineConfig(Section):

@@ -43,6 +43,7 @@ from echoray.storage import (
 )
 from echoray.summary import build_summary, fault_summary, write_json_atomic
 from echoray.tracking import RunLogger, check_reachable, tracking_uri
+from echoray.train.in_process import in_process_fit, trains_in_process
 
 
 @dataclass
@@ -53,6 +54,7 @@ class RunHooks:
     run_name: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
     on_epoch: Callable[[dict], None] | None = None  # after each epoch's event is logged
+    in_process: bool = False  # train in this process if it can (train/in_process.py): a warm trial
 
 
 def say(msg: str) -> None:
@@ -143,16 +145,19 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
         r = cfg.source.remote
         say(f"source: EMULATED remote store ({r.latency_ms:g} ms per request, "
             f"{r.bandwidth_mb_s or 'unlimited'} MB/s): reads sleep, no network is used")
+    in_process = hooks.in_process and not resume and trains_in_process(cfg, use_gpu)
     say(f"run {run_dir}  |  MLflow run {run_id}  |  {len(idx.train_ids)} train / {len(idx.eval_ids)} "
         f"held-out examples  |  {cfg.scaling.num_workers} worker(s) on {'GPU' if use_gpu else 'CPU'}")
     status = "FAILED"
     collector = None
     try:
         collector = RunCollector.remote(
-            cfg.echo.factor, cfg.echo.max_factor, checkpointed=cfg.train.checkpoint_every > 0,
+            # in process: no checkpoints, and no restart can replay an epoch
+            cfg.echo.factor, cfg.echo.max_factor, checkpointed=cfg.train.checkpoint_every > 0 and not in_process,
             n_train=len(idx.train_ids), max_bad_fraction=cfg.source.max_bad_fraction,
             resume=resume.collector_seed() if resume else None)
-        trainer = build_trainer(cfg, idx, plan, use_gpu, collector, storage)
+        fit = (in_process_fit(cfg, idx, collector) if in_process
+               else build_trainer(cfg, idx, plan, use_gpu, collector, storage).fit)
 
         history: list[dict] = []
 
@@ -187,7 +192,7 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
             logger.log_metrics(progress_metrics(fig), step=fig["step"])
 
         live = LiveProgress(epoch_clock(cfg, len(idx.train_ids)), cfg.train.log_every_s, on_live)
-        collected = watch_fit(trainer.fit, collector, plan, cfg.train.stall_timeout_s, on_event, on_factor,
+        collected = watch_fit(fit, collector, plan, cfg.train.stall_timeout_s, on_event, on_factor,
                               on_restart=on_restart, final_since=resume.epoch if resume else 0,
                               on_progress=lambda ev: say(epoch_line(ev)), on_tick=live)
         final = collected["final"]

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from echoray.config import AugmentOp
+from echoray.data.op_shapes import crops_full_image, output_size  # noqa: F401 - re-exported
 from echoray.seeds import mix, uniform
 
 
@@ -84,12 +85,6 @@ def random_resized_crop(
     return out.round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1).contiguous()
 
 
-def crops_full_image(ops: Sequence[AugmentOp] | None) -> bool:
-    """True when the first op is a random-resized crop: the actor then cuts it from the
-    full decoded image (as the reference ResNet-50 pipeline does), see data/stages.py."""
-    return bool(ops) and ops[0].op == "random_resized_crop"
-
-
 def augment_batch(x: torch.Tensor, keys: np.ndarray, ops: Sequence[AugmentOp], first: int = 0) -> torch.Tensor:
     """Apply `ops[first:]` in order; op i draws from stream i of each sample's key (ops
     before `first` were applied already, e.g. the crop made while decoding)."""
@@ -108,11 +103,3 @@ def augment_batch(x: torch.Tensor, keys: np.ndarray, ops: Sequence[AugmentOp], f
         elif op.op == "random_resized_crop":
             x = random_resized_crop(x, keys, i, op.size, op.scale, op.ratio)
     return x
-
-
-def output_size(image_size: int, ops: Sequence[AugmentOp]) -> int:
-    """Side length after the ops (only random_resized_crop changes it)."""
-    for op in ops:
-        if op.op == "random_resized_crop":
-            image_size = op.size
-    return image_size

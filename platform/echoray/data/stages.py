@@ -21,8 +21,8 @@ from collections.abc import Iterator
 import numpy as np
 
 from echoray.config import AugmentOp, RemoteEmulation
-from echoray.data.augment import crops_full_image
 from echoray.data.echo import echo_rows
+from echoray.data.op_shapes import crops_full_image
 from echoray.data.plan import chunk_ids
 from echoray.data.replay import drop_consumed
 from echoray.data.sources.base import SourceError, SourceIndex, read_skipping

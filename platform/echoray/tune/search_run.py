@@ -37,6 +37,21 @@ STATE_FILE = "search.json"
 TRIAL_DRIVER_RESOURCES = {"cpu": 0, "memory": 256 * 2**20}
 
 
+def warm_trial_resources(cfg: PipelineConfig) -> dict[str, float] | None:
+    """What a trial actor asks for when it trains the trial itself (train/in_process.py):
+    the train worker's share, which the trial then no longer asks of Ray Train, so the
+    plan (runtime/resources.py) and the concurrency it allows stay the same.
+    None: the trials are Ray Train fits (search.warm_trials false, more than one worker,
+    restarts, a GPU or custom worker resources)."""
+    from echoray.runtime.placement import fit_placement
+    from echoray.train.in_process import trains_in_process
+
+    cfg, _ = fit_placement(cfg)
+    if not cfg.search.warm_trials or cfg.scaling.resources_per_worker or not trains_in_process(cfg, resolve_gpu(cfg)):
+        return None
+    return {"cpu": cfg.scaling.cpus_per_worker, "memory": TRIAL_DRIVER_RESOURCES["memory"]}
+
+
 class SearchInterrupted(KeyboardInterrupt):
     """Tune stopped before every trial ended (Ctrl-C); the folder can be resumed."""
 
@@ -114,11 +129,13 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
             "pipeline": pipeline, "config": base, "trials": points.trials, "repeats": points.repeats,
             "parent_run_id": run_id, "tracking_uri": uri})
     say(f"search {d}: {points.trials} trials x {points.repeats} repeats ({points.sequence}, "
-        f"{len(points.space)} dims), {concurrency} at a time  |  MLflow parent run {run_id}")
+        f"{len(points.space)} dims), {concurrency} at a time"
+        f"{', each in its reused trial actor' if warm_trial_resources(cfg) else ''}  |  MLflow parent run {run_id}")
 
     status = "FAILED"
     try:
-        grid = _fit(d, points, base, pipeline, run_id, uri, concurrency, resume=bool(state))
+        grid = _fit(d, points, base, pipeline, run_id, uri, concurrency, resume=bool(state),
+                    warm=warm_trial_resources(cfg))
         records, unfinished = _records(grid, base, points)
         for rec in records:  # a trial that failed never reported its run id; MLflow knows it
             if rec["mlflow_run_id"] is None:
@@ -159,7 +176,7 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
 
 
 def _fit(d: Path, points: SearchPoints, base: dict, pipeline: str, parent_run_id: str, uri: str,
-         concurrency: int, resume: bool):
+         concurrency: int, resume: bool, warm: dict[str, float] | None = None):
     from ray import tune
 
     from echoray.tune.progress import TrialLines
@@ -168,8 +185,8 @@ def _fit(d: Path, points: SearchPoints, base: dict, pipeline: str, parent_run_id
 
     trainable = tune.with_resources(
         tune.with_parameters(run_trial, base=base, pipeline=pipeline, parent_run_id=parent_run_id,
-                             tracking_uri=uri, runs_dir=str((d / "trials").resolve())),
-        TRIAL_DRIVER_RESOURCES)
+                             tracking_uri=uri, runs_dir=str((d / "trials").resolve()), in_process=warm is not None),
+        warm or TRIAL_DRIVER_RESOURCES)
     if resume:
         tuner = tune.Tuner.restore(str((d / "tune").resolve()), trainable=trainable,
                                    resume_unfinished=True, resume_errored=False, restart_errored=False)

@@ -41,7 +41,7 @@ def trial_tree(base: dict[str, Any], point: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_trial(point: dict[str, Any], *, base: dict[str, Any], pipeline: str, parent_run_id: str,
-              tracking_uri: str, runs_dir: str) -> None:
+              tracking_uri: str, runs_dir: str, in_process: bool = False) -> None:
     from ray import tune
 
     from echoray.config_load import validate
@@ -67,7 +67,7 @@ def run_trial(point: dict[str, Any], *, base: dict[str, Any], pipeline: str, par
     # A rerun after an interrupt starts over in a fresh folder (the earlier one is partial).
     out = Path(runs_dir) / f"{key}-{tune.get_context().get_trial_id()}-{int(t0)}"
     hooks = RunHooks(
-        parent_run_id=parent_run_id, run_name=f"{cfg.name}-{key}", on_epoch=report_epoch,
+        parent_run_id=parent_run_id, run_name=f"{cfg.name}-{key}", on_epoch=report_epoch, in_process=in_process,
         tags={"echoray.trial_key": key, "echoray.repeat": str(point["repeat"]),
               "echoray.trial_index": str(point["index"])},
     )
