@@ -213,6 +213,11 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
     finally:
         if collector is not None and status != "FINISHED":
             stop_training(collector, f"the driver stopped: {status}")
+        if collector is not None and in_process:
+            # The process lives on (a reused trial actor) and still held handles to the
+            # collector: one idle collector process per trial stayed alive, measured.
+            # A loop still running meets the dead actor at its next heartbeat and ends.
+            ray.kill(collector)
         logger.end(status)
 
 
