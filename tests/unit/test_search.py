@@ -146,3 +146,14 @@ def test_study_variants_parse_and_reject_bad_ones():
     for bad in (["after_augment"], ["echo:2"], ["ba:2.5"], ["batch:0.5"], ["baseline,baseline"]):
         with pytest.raises(ValueError, match="--variants"):
             parse_variants(bad)
+
+
+def test_only_one_cpu_worker_without_restarts_trains_in_process():
+    from echoray.train.in_process import trains_in_process
+
+    base = load_config(None, ["scaling.max_failures=0"])
+    assert trains_in_process(base, use_gpu=False)
+    assert not trains_in_process(base, use_gpu=True)  # a GPU trial keeps Ray Train's device setup
+    for other in ("scaling.num_workers=2", "scaling.max_failures=1",
+                  "batch_augmentation.mode=grouped"):
+        assert not trains_in_process(load_config(None, ["scaling.max_failures=0", other]), use_gpu=False), other
