@@ -5,10 +5,13 @@ from __future__ import annotations
 
 
 def train_loop_per_worker(config: dict) -> None:
-    from echoray.train.loop import run_worker
-
     try:
-        run_worker(config)
+        from echoray.train.early_stream import start_worker_stream
+
+        started = start_worker_stream(config)  # before torch: Ray Data starts meanwhile
+        from echoray.train.loop import run_worker
+
+        run_worker(config, started)
     except Exception as exc:
         from echoray.train.faults import report_fatal
 

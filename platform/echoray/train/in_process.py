@@ -18,11 +18,11 @@ only runs with `scaling.max_failures: 0` on one CPU worker take this path
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable
 
 from echoray.config import PipelineConfig
 from echoray.data.sources import SourceIndex
+from echoray.train.early_stream import StartedStream, batch_stream
 
 
 def trains_in_process(cfg: PipelineConfig, use_gpu: bool) -> bool:
@@ -59,57 +59,23 @@ def _train(cfg: PipelineConfig, idx: SourceIndex, collector) -> None:
     env = WorkerEnv(0, 1, "cpu", link, Collectives.single(), lambda model: model, evaluator)
     loop = WorkerLoop(cfg, env, n_train=len(idx.train_ids), channels=idx.channels,
                       num_classes=idx.num_classes, image_size=idx.image_size)
+    # the preprocessing actor starts while the collector's process and the model do
     batches = StartedStream(_stream(cfg, idx, collector, loop.group))
     try:
         if link.ask("is_aborted"):  # the collector's process has started meanwhile
             return
-        loop.setup()  # while the preprocessing actor starts
+        loop.setup()
         loop.run(batches)
     finally:
         batches.close()
 
 
-def _stream(cfg: PipelineConfig, idx: SourceIndex, collector, group: int):
+def _stream(cfg: PipelineConfig, idx: SourceIndex, collector, group: int) -> Iterable[dict]:
     """The batches a one-worker Ray Train run reads from its dataset shard (train/loop.py)."""
     from echoray.data.pipeline import build_train_dataset
     from echoray.runtime.session import quiet_data
-    from echoray.seeds import STREAM_SAMPLER, derive_seed
-    from echoray.train.loop import shuffle_buffer_rows
 
     quiet_data()
     ds = build_train_dataset(cfg, idx, collector)
     ds.context.execution_options.preserve_order = cfg.preprocess.deterministic  # as train/trainer.py asks
-    return ds.iter_batches(
-        batch_size=cfg.train.batch_size, batch_format="numpy", drop_last=True,
-        local_shuffle_buffer_size=shuffle_buffer_rows(cfg),
-        local_shuffle_seed=derive_seed(cfg.seed, STREAM_SAMPLER, group), prefetch_batches=2)
-
-
-class StartedStream:
-    """An iterable whose first item is asked for at once, in a thread: the preprocessing
-    actor's start (a new process that imports torch: 1.5-3 s on 2 cores) overlaps the
-    collector's start and the model's setup instead of following them."""
-
-    def __init__(self, batches: Iterable[dict]):
-        self._it = iter(batches)
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="echoray-first-batch")
-        self._first = self._pool.submit(next, self._it, None)
-        self._pool.shutdown(wait=False)
-
-    def __iter__(self) -> Iterator[dict]:
-        first = self._first.result()
-        if first is None:
-            return
-        yield first
-        yield from self._it
-
-    def close(self) -> None:
-        """A run that reached its target leaves the stream unfinished: closing it shuts its
-        executor down, so the preprocessing actor does not outlive the trial (measured:
-        no MapWorker left alive after a trial)."""
-        self._first.cancel()
-        if not self._first.cancelled():
-            self._first.exception()  # wait: the thread must not pull from a closed stream
-        close = getattr(self._it, "close", None)
-        if close is not None:
-            close()
+    return batch_stream(ds, cfg, group)

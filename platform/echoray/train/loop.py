@@ -26,7 +26,7 @@ import torch
 from echoray.config import PipelineConfig
 from echoray.data.augment import output_size
 from echoray.data.replay import ConsumedLog
-from echoray.seeds import STREAM_MODEL, STREAM_SAMPLER, derive_seed
+from echoray.seeds import STREAM_MODEL, derive_seed
 from echoray.train.accounting import AuditBuffer
 from echoray.train.batch_augment import (
     backward_views,
@@ -37,6 +37,7 @@ from echoray.train.batch_augment import (
 )
 from echoray.train.batching import pack_unique
 from echoray.train.device import LossMeter, Precision, ToDevice, memory_format
+from echoray.train.early_stream import batch_stream, shuffle_buffer_rows  # noqa: F401 - re-exported
 from echoray.train.evaluate import Normalizer
 from echoray.train.faults import RunAborted
 from echoray.train.ghost_bn import use_ghost_batch_norm
@@ -56,14 +57,6 @@ def steps_per_epoch(cfg: PipelineConfig, num_train: int, world: int) -> int:
     ba = cfg.batch_augmentation
     readers = rank_layout(0, world, ba.copies, ba.mode).readers
     return steps_per_shard_epoch(cfg.echo.stage, cfg.echo.factor, cfg.train.batch_size, num_train, readers)
-
-
-def shuffle_buffer_rows(cfg: PipelineConfig) -> int | None:
-    """The local shuffle buffer, at least two batches: with a buffer of exactly one batch,
-    Ray Data 2.60 emitted short batches despite drop_last (414 of 512 rows, measured)."""
-    if not cfg.echo.shuffle_buffer:
-        return None
-    return max(cfg.echo.shuffle_buffer, 2 * cfg.train.batch_size)
 
 
 def has_duplicates(batch: dict[str, np.ndarray]) -> bool:
@@ -370,8 +363,9 @@ class WorkerLoop:
         return self.finish(stopped)
 
 
-def run_worker(config: dict) -> None:
-    """Ray Train's per-worker function: the Ray pieces around a WorkerLoop."""
+def run_worker(config: dict, started=None) -> None:
+    """Ray Train's per-worker function: the Ray pieces around a WorkerLoop. `started`: this
+    worker's shard stream, already asked for its first batch (train/early_stream.py)."""
     import ray.train
     import ray.train.torch
 
@@ -384,6 +378,8 @@ def run_worker(config: dict) -> None:
     cfg = PipelineConfig.model_validate(config["cfg"])
     idx, link = config["index"], CollectorLink(config["collector"])
     if link.ask("is_aborted"):
+        if started is not None:
+            started.close()
         return  # a worker group restarted after the driver gave up: end the fit at once
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
@@ -401,9 +397,5 @@ def run_worker(config: dict) -> None:
                                     restored.meta["start_epoch"] if restored else 0)
     source = None
     if loop.reads:
-        source = ray.train.get_dataset_shard("train").iter_batches(
-            batch_size=cfg.train.batch_size, batch_format="numpy", drop_last=True,
-            local_shuffle_buffer_size=shuffle_buffer_rows(cfg),
-            local_shuffle_seed=derive_seed(cfg.seed, STREAM_SAMPLER, loop.group), prefetch_batches=2,
-        )
+        source = started or batch_stream(ray.train.get_dataset_shard("train"), cfg, loop.group)
     loop.finish(loop.train(loop.input_batches(source)))
