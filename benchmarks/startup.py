@@ -5,13 +5,14 @@ summary, time to first training step, time to the digits target, and the peak
 memory of the whole process tree (the CLI driver, Ray's GCS/raylet/dashboard, train
 workers, Ray Data actors), summed as PSS so shared pages count once.
 
-    .venv/bin/python benchmarks/startup.py [--repeats 3] [-- extra echoray args]
+    .venv/bin/python benchmarks/startup.py [--repeats 3] [--code A/platform B/platform] [-- extra echoray args]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -20,14 +21,15 @@ import time
 from pathlib import Path
 
 import psutil
-from common import RESULTS, tree_pss
+from common import REPO, RESULTS, tree_pss
 
 
-def one_run(extra: list[str]) -> dict:
+def one_run(extra: list[str], code: str) -> dict:
     exe = Path(sys.executable).parent / "echoray"
     with tempfile.TemporaryDirectory() as d:
         t0 = time.time()
         proc = subprocess.Popen([str(exe), "train", "--out", "run", *extra], cwd=d,
+                                env={**os.environ, "PYTHONPATH": code},
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         root = psutil.Process(proc.pid)
         peak = 0
@@ -51,28 +53,40 @@ def one_run(extra: list[str]) -> dict:
     }
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("extra", nargs="*")
-    args = ap.parse_args()
-    runs = []
-    for i in range(args.repeats):
-        r = one_run(args.extra)
-        runs.append(r)
-        print(f"run {i + 1}: " + ", ".join(f"{k}={v}" for k, v in r.items()), flush=True)
+def summarize(runs: list[dict]) -> dict:
     keys = ["wall_s", "time_to_first_step_s", "time_to_target_s", "peak_pss_gib"]
     summary = {k: {"median": statistics.median(r[k] for r in runs if r[k] is not None),
                    "min": min(r[k] for r in runs if r[k] is not None),
                    "max": max(r[k] for r in runs if r[k] is not None)} for k in keys}
     summary["targets_reached"] = sum(r["target_reached"] for r in runs)
-    goal = {"wall_s": 60, "time_to_first_step_s": 15}
-    print(f"{'figure':<24}{'median':>9}{'min':>9}{'max':>9}{'goal':>9}")
-    for k in keys:
-        v = summary[k]
-        print(f"{k:<24}{v['median']:>9}{v['min']:>9}{v['max']:>9}{goal.get(k, ''):>9}")
+    return summary
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--code", nargs="+", default=[str(REPO / "platform")],
+                    help="platform/ folders to compare, run in turn each repeat (e.g. main's, then this one's)")
+    ap.add_argument("extra", nargs="*")
+    args = ap.parse_args()
+    load_before = os.getloadavg()
+    runs: dict[str, list[dict]] = {c: [] for c in args.code}
+    for i in range(args.repeats):
+        for code in args.code:  # interleaved: a load change hits both alike
+            r = one_run(args.extra, code)
+            runs[code].append(r)
+            print(f"{code} run {i + 1}: " + ", ".join(f"{k}={v}" for k, v in r.items()), flush=True)
+    goal = {"wall_s": 30, "time_to_first_step_s": 15}
+    summaries = {c: summarize(rs) for c, rs in runs.items()}
+    print(f"{'code':<32}{'figure':<24}{'median':>9}{'min':>9}{'max':>9}{'goal':>9}")
+    for code, summary in summaries.items():
+        for k in ("wall_s", "time_to_first_step_s", "time_to_target_s", "peak_pss_gib"):
+            v = summary[k]
+            print(f"{code[-32:]:<32}{k:<24}{v['median']:>9}{v['min']:>9}{v['max']:>9}{goal.get(k, ''):>9}")
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "startup.json").write_text(json.dumps({"runs": runs, "summary": summary, "goals": goal}, indent=2))
+    (RESULTS / "startup.json").write_text(json.dumps({
+        "runs": runs, "summary": summaries, "goals": goal,
+        "load_average_before": load_before, "load_average_after": os.getloadavg()}, indent=2))
     print(f"saved {RESULTS / 'startup.json'}")
 
 
