@@ -156,6 +156,10 @@ class TrainConfig(Section):
     max_fresh_examples: PositiveInt | None = None
     metric: Literal["accuracy"] = "accuracy"
     target: Fraction | None = 0.97  # null: no target, train until the budget is spent
+    # Evaluations per epoch of fresh data, at evenly spaced points (steps, or fresh examples
+    # under echo.factor: auto): fresh examples and time to target are then observed every
+    # 1/k epoch instead of once per epoch. At most the optimizer steps of one epoch at e = 1.
+    evals_per_epoch: PositiveInt = 1
     stall_timeout_s: Annotated[float, Field(gt=0)] = 180.0
     # A Ray Train checkpoint every N epochs (0: none): what worker retries and
     # `echoray train --resume` continue from; at most one per checkpoint_min_interval_s,

@@ -130,7 +130,7 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
     warmup.start()
     local = start_ray()
     idx = publish_index(idx)  # file lists once in the object store, not pickled per actor/worker
-    cfg, use_gpu, plan = _fit_cluster(cfg, storage, local)
+    cfg, use_gpu, plan = _fit_cluster(cfg, storage, local, len(idx.train_ids))
     warmup.join()
     if "error" in box:
         raise box["error"]
@@ -265,9 +265,10 @@ def _write_summary(cfg, logger, run_dir, pipeline, run_id, uri, t0, final, colle
     return summary
 
 
-def _fit_cluster(cfg: PipelineConfig, storage: str, local: bool):
+def _fit_cluster(cfg: PipelineConfig, storage: str, local: bool, n_train: int):
     """(cfg, use_gpu, plan) for the connected cluster; what it cannot run is bad input
     (ConfigError / StorageError), found before a run folder or MLflow run exists."""
+    _check_eval_points(cfg, n_train)
     cfg, placement_notes = fit_placement(cfg)  # node-type requests this cluster can never meet
     for note in placement_notes:
         say(note)
@@ -286,6 +287,17 @@ def _fit_cluster(cfg: PipelineConfig, storage: str, local: bool):
                 "or preprocess.actors.*"
             )
     return cfg, use_gpu, plan
+
+
+def _check_eval_points(cfg: PipelineConfig, n_train: int) -> None:
+    """train.evals_per_epoch that an epoch of this source has too few steps for: bad input.
+    (Imports torch, which the warm-up thread is importing meanwhile: costs no extra wait.)"""
+    from echoray.train.loop import check_evals_per_epoch
+
+    try:
+        check_evals_per_epoch(cfg, n_train, cfg.scaling.num_workers)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _storage_checked(check: Callable, *args) -> Any:

@@ -42,7 +42,8 @@ def build_summary(
         },
         "batch_augmentation": batch_augmentation_summary(cfg, trained, samples, final["steps"]),
         "workers": final["world_size"],
-        "epochs": final["epochs"],
+        "epochs": final["epochs"],  # evaluation points: train.evals_per_epoch per epoch of fresh data
+        "evals_per_epoch": cfg.train.evals_per_epoch,
         "steps": final["steps"],
         "fresh_examples": fresh,
         "trained_examples": trained,

@@ -39,6 +39,8 @@ def test_yaml_on_stays_a_key_not_a_boolean():
     ("echo.factor=.nan", "echo.factor"),
     ("train.batch_size=0", "train.batch_size"),
     ("train.batch_size=many", "train.batch_size"),
+    ("train.evals_per_epoch=0", "train.evals_per_epoch"),
+    ("train.evals_per_epoch=2.5", "train.evals_per_epoch"),
     ("optimizer.momentum=1.5", "optimizer.momentum"),
     ("source.kind=cifar10", "source.path is required"),
     ("preprocess.augment.ops=[{op: cutout}]", "needs 'size'"),

@@ -3,6 +3,7 @@ preprocessing (train/local_run.py), with injected collectives for several ranks.
 
 import copy
 import json
+import math
 import threading
 
 import numpy as np
@@ -19,7 +20,7 @@ from echoray.train.local_run import (
     preprocessed_blocks,
     shuffled_batches,
 )
-from echoray.train.loop import steps_per_epoch
+from echoray.train.loop import check_evals_per_epoch, eval_due_at_step, steps_per_epoch
 from echoray.train.loop_state import LoopState
 from echoray.train.worker_link import Collectives, FreshClock
 
@@ -81,21 +82,47 @@ def test_fresh_tracker_counts_a_sample_once_across_ranks_and_restores():
     assert len(again) == 1  # ... and only the next reconcile drops it (the global count reaches 2)
 
 
-def test_fresh_clock_ends_epochs_where_a_sum_every_step_would_with_few_sums():
+@pytest.mark.parametrize("per_epoch", [1, 3])
+def test_fresh_clock_ends_epochs_where_a_sum_every_step_would_with_few_sums(per_epoch):
     rng = np.random.default_rng(0)
     fresh = np.cumsum(rng.integers(0, 33, size=(2, 400)), axis=1)  # two ranks, <= 32 fresh per step
-    clock = FreshClock(n_train=1000, max_fresh_per_step=64, all_reduce_ints=lambda v: [int(v[0]) + other[0]])
+    clock = FreshClock(n_train=1000, max_fresh_per_step=64, all_reduce_ints=lambda v: [int(v[0]) + other[0]],
+                       per_epoch=per_epoch)
     ends, ends_every, epoch, epoch_every = [], [], 0, 0
     for s in range(400):
         other = [int(fresh[1, s])]
         if clock.due(s + 1, epoch, int(fresh[0, s])):
             ends.append(s + 1)
             epoch += 1
-        if fresh[:, s].sum() >= (epoch_every + 1) * 1000:
+        if fresh[:, s].sum() >= math.ceil((epoch_every + 1) * 1000 / per_epoch):
             ends_every.append(s + 1)
             epoch_every += 1
-    assert ends == ends_every and len(ends) >= 5
-    assert clock.checks < 400 / 4
+    assert ends == ends_every and len(ends) >= 5 * per_epoch
+    assert clock.checks < 400 / 4 * per_epoch
+
+
+def test_eval_points_are_evenly_spaced_inside_each_epoch():
+    assert [s for s in range(1, 61) if eval_due_at_step(s, 20, 1)] == [20, 40, 60]  # k = 1: steps % spe == 0
+    assert [s for s in range(1, 41) if eval_due_at_step(s, 20, 3)] == [7, 14, 20, 27, 34, 40]
+    assert all(eval_due_at_step(s, 6, 6) for s in range(1, 13))  # k = spe: every step
+    cfg = load_config(None, [*BASE, "train.evals_per_epoch=7", "echo.stage=before_augment", "echo.factor=3"])
+    with pytest.raises(ValueError, match=r"train.evals_per_epoch=7 is more than the 6 optimizer step\(s\)"):
+        check_evals_per_epoch(cfg, 192, 1)  # 6 steps at e = 1, whatever the factor
+
+
+def test_evals_per_epoch_scores_at_fractions_of_an_epoch_with_exact_fresh_counts():
+    _, col, final = run_single(["train.evals_per_epoch=3"])  # 6 steps an epoch, 2 epochs
+    audit = col.audit_columns()
+    assert [ev["step"] for ev in col.events] == [2, 4, 6, 8, 10, 12]
+    assert [ev["data_epochs"] for ev in col.events] == pytest.approx([1 / 3, 2 / 3, 1, 4 / 3, 5 / 3, 2])
+    assert [ev["fresh_examples"] for ev in col.events] == [distinct(audit, s) for s in (2, 4, 6, 8, 10, 12)]
+    assert final["epochs"] == 6 and final["data_epochs"] == 2
+    _, col, _ = run_single(["train.evals_per_epoch=2", "echo.stage=after_augment", "echo.factor=auto",
+                            "train.max_epochs=1"])  # auto: every n_train / 2 fresh examples
+    audit = col.audit_columns()
+    assert len(col.events) == 2
+    for i, ev in enumerate(col.events[:-1], start=1):  # the last: the stream's end
+        assert distinct(audit, ev["step"] - 1) < i * 96 <= distinct(audit, ev["step"]) == ev["fresh_examples"]
 
 
 def test_checkpoint_state_round_trip_and_missing_fields():

@@ -46,7 +46,8 @@ class Checkpointer:
         self.cfg, self.idx, self.collector = cfg, idx, collector
         self.rank, self.world, self.consumed = rank, world, consumed
         self.start = start_epoch  # epochs before it are complete (their keys are dropped)
-        self.every = cfg.train.checkpoint_every
+        # checkpoint_every counts epochs of fresh data; `epoch` below counts evaluations
+        self.every = cfg.train.checkpoint_every * cfg.train.evals_per_epoch
         self.min_interval_s = cfg.train.checkpoint_min_interval_s
         self.last_saved = time.monotonic()  # this attempt's start counts as the last save
         self._expected: dict[int, int | None] = {}

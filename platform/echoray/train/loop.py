@@ -10,6 +10,9 @@ fixed number of optimizer steps (the same on every worker, so DDP stays in
 lockstep), or, with `echo.factor: auto`, the point where the global count of
 fresh examples passes another training split; then all workers evaluate,
 all-reduce and decide together whether the target or the budget is reached.
+`train.evals_per_epoch: k` puts k such evaluations into every epoch, evenly spaced
+(every spe/k steps, or every n_train/k fresh examples); `epoch` in the records then
+numbers evaluation points and `data_epochs` (= epoch / k) says how many epochs they are.
 """
 
 from __future__ import annotations
@@ -59,6 +62,27 @@ def steps_per_epoch(cfg: PipelineConfig, num_train: int, world: int) -> int:
     return steps_per_shard_epoch(cfg.echo.stage, cfg.echo.factor, cfg.train.batch_size, num_train, readers)
 
 
+def eval_due_at_step(steps: int, spe: int, per_epoch: int) -> bool:
+    """Step-counted epochs: evaluation j of each epoch (j = 1..per_epoch) falls on the
+    first step at or past j/per_epoch of it, ceil(j * spe / per_epoch); the last one on
+    the epoch's end. At most one per step while per_epoch <= spe (check_evals_per_epoch)."""
+    return (steps * per_epoch) // spe > ((steps - 1) * per_epoch) // spe
+
+
+def check_evals_per_epoch(cfg: PipelineConfig, n_train: int, world: int) -> None:
+    """train.evals_per_epoch can have at most one evaluation per optimizer step of an
+    epoch at e = 1 (the fewest steps a fresh epoch can take); ValueError naming the key."""
+    k = cfg.train.evals_per_epoch
+    ba = cfg.batch_augmentation
+    readers = rank_layout(0, world, ba.copies, ba.mode).readers
+    spe = steps_per_shard_epoch(cfg.echo.stage, 1.0, cfg.train.batch_size, n_train, readers)
+    if k > spe:
+        raise ValueError(
+            f"train.evals_per_epoch={k} is more than the {spe} optimizer step(s) of one epoch "
+            f"({n_train} training examples, train.batch_size={cfg.train.batch_size}, "
+            f"{world} worker(s)); use at most {spe}")
+
+
 def has_duplicates(batch: dict[str, np.ndarray]) -> bool:
     """Two copies of one (epoch, sample) in one batch: what the shuffle buffer should prevent."""
     pairs = batch["epoch"].astype(np.int64) * (1 << 40) + batch["sample_id"].astype(np.int64)
@@ -98,6 +122,8 @@ class WorkerLoop:
         self.ops = cfg.preprocess.augment.ops if on_worker else []
         self.views_on_worker = on_worker or self.copies > 1
         self.spe = steps_per_epoch(cfg, n_train, self.world)
+        check_evals_per_epoch(cfg, n_train, self.world)
+        self.evals_per_epoch = cfg.train.evals_per_epoch
         self.state = LoopState()
         self.history: list[dict] = []  # rank 0's epoch records, kept in checkpoints for a resumed driver
         self.audit = AuditBuffer(cfg.audit.enabled)
@@ -132,8 +158,8 @@ class WorkerLoop:
                                       self.env.comm.broadcast_float) if cfg.echo.stage == "batch" else None
         n_readers = self.layout.readers
         by_fresh = cfg.echo.factor == "auto" and cfg.echo.stage != "batch"
-        self.clock = FreshClock(self.n_train, n_readers * t.batch_size, self.env.comm.all_reduce_ints) \
-            if by_fresh else None
+        self.clock = FreshClock(self.n_train, n_readers * t.batch_size, self.env.comm.all_reduce_ints,
+                                per_epoch=t.evals_per_epoch) if by_fresh else None
 
     def restore(self, restored) -> None:
         """Continue from a checkpoint (train/checkpoint.py Restored; model and optimizer
@@ -259,7 +285,7 @@ class WorkerLoop:
     def epoch_due(self) -> bool:
         c = self.state.counters
         if self.clock is None:
-            return c.steps % self.spe == 0
+            return eval_due_at_step(c.steps, self.spe, self.evals_per_epoch)
         return self.clock.due(c.steps, self.state.epoch, c.fresh)
 
     # --- evaluation, checkpoints, the end ---
@@ -287,7 +313,7 @@ class WorkerLoop:
         s.acc, s.best = acc, max(s.best, acc)
         c = s.counters
         record = {
-            "epoch": s.epoch, "step": c.steps, "accuracy": acc,
+            "epoch": s.epoch, "data_epochs": s.epoch / self.evals_per_epoch, "step": c.steps, "accuracy": acc,
             "loss": self.loss.take_mean(), "lr": self.opt.param_groups[0]["lr"],
             "accuracy_tta": tta_correct / total if cfg.batch_augmentation.tta_views else None,
             "fresh_examples": fresh_all, "trained_examples": trained_all, "trained_samples": samples_all,
@@ -342,7 +368,8 @@ class WorkerLoop:
         final = None
         if self.rank == 0:
             final = {
-                "epochs": s.epoch, "steps": c.steps, "fresh_examples": fresh_all,
+                "epochs": s.epoch, "data_epochs": s.epoch / self.evals_per_epoch, "steps": c.steps,
+                "fresh_examples": fresh_all,
                 "trained_examples": trained_all, "trained_samples": samples_all,
                 "best_accuracy": s.best, "last_accuracy": s.acc,
                 "to_target": s.to_target, "stop_reason": s.reason, "world_size": self.world,

@@ -124,10 +124,12 @@ class FreshClock:
     `max_fresh_per_step` (readers x batch) fresh examples, so after a sum of F short of
     the target T no step before ceil((T - F) / max) more can reach it. The same epochs
     end at the same steps as with a sum every step; the checks get denser near the end
-    (about log2 of the steps per epoch of them)."""
+    (about log2 of the steps per epoch of them). `per_epoch` (train.evals_per_epoch):
+    evaluation i ends when the count reaches ceil(i * n_train / per_epoch) instead."""
 
-    def __init__(self, n_train: int, max_fresh_per_step: int, all_reduce_ints):
+    def __init__(self, n_train: int, max_fresh_per_step: int, all_reduce_ints, per_epoch: int = 1):
         self.n_train, self.max_per_step, self.all_reduce = n_train, max_fresh_per_step, all_reduce_ints
+        self.per_epoch = per_epoch
         self.next_check = 0
         self.checks = 0
 
@@ -136,7 +138,7 @@ class FreshClock:
             return False
         self.checks += 1
         (total,) = self.all_reduce([local_fresh])
-        target = (epoch + 1) * self.n_train
+        target = -(-(epoch + 1) * self.n_train // self.per_epoch)
         if total >= target:
             self.next_check = steps + 1
             return True
