@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -35,6 +36,7 @@ def main() -> None:
            [exe, "study", str(REPO / "pipelines" / "digits_search.yaml"), "--out", args.out,
             "--trials", str(args.trials), "--repeats", str(args.repeats), "--variants", args.variants,
             "--set", "train.evals_per_epoch=4"])  # fresh examples to target to 1/4 epoch, not 1
+    load_before = os.getloadavg()
     t0 = time.time()
     subprocess.run(cmd, check=True)
     wall = time.time() - t0
@@ -51,7 +53,8 @@ def main() -> None:
         print(f"{r['label']:<24} {f['mean']:>14,.0f} [{f['min']:,.0f}, {f['max']:,.0f}]"
               f"   {rel['mean']:.3f} [{rel['min']:.3f}, {rel['max']:.3f}] {1 / r['factor']:>6.3f}")
     print(f"study wall time {wall / 60:.1f} min (this run; a resumed run counts only its part)")
-    save("echo_study", {"title": report["title"], "variants": rows, "wall_s": wall, "resumed": args.resume})
+    save("echo_study", {"title": report["title"], "variants": rows, "wall_s": wall, "resumed": args.resume,
+                        "load_average_before": load_before, "load_average_after": os.getloadavg()})
 
 
 if __name__ == "__main__":
