@@ -91,6 +91,11 @@ def watch_fit(
     state: dict[str, Any] = {}
     while True:
         thread.join(timeout=poll_s)
+        # Whether the fit had ended is read before the poll, so the last poll comes after
+        # its end and holds its final record: a fit that returns right after the workers'
+        # finish (a run trained in process, train/in_process.py) ended between a poll and
+        # the check after it in 2 of 20 digits trials ("no final report from rank 0").
+        ended = not thread.is_alive()
         state = ray.get(collector.poll.remote(seen, seen_factors, final_since))
         if on_tick:
             on_tick(state["tick"], state["echo_factor"])
@@ -112,7 +117,7 @@ def watch_fit(
         if state["fatal"]:
             fatal = state["fatal"]
             raise (DataError if fatal["kind"] == "data" else FatalTrainingError)(fatal["message"])
-        if not thread.is_alive():
+        if ended:
             break
         quiet = time.time() - max(state["last_progress"], started)
         if state["final"] is None and quiet > stall_timeout_s:
