@@ -211,15 +211,20 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
         say(f"interrupted; continue with: echoray train --resume {run_dir}")
         raise
     finally:
-        if collector is not None and status != "FINISHED":
-            stop_training(collector, f"the driver stopped: {status}")
-        if collector is not None and in_process:
-            # The process lives on (a reused trial actor) and still held handles to the
-            # collector: one idle collector process per trial stayed alive, measured.
-            # A loop still running meets the dead actor at its next heartbeat and ends.
-            ray.kill(collector)
+        _end_collector(collector, status, in_process)
         logger.end(status)
 
+
+def _end_collector(collector, status: str, in_process: bool) -> None:
+    if collector is None:
+        return
+    if status != "FINISHED":
+        stop_training(collector, f"the driver stopped: {status}")
+    if in_process:
+        # The process lives on (a reused trial actor) and still held handles to the
+        # collector: one idle collector process per trial stayed alive, measured. A
+        # loop still running meets the dead actor at its next heartbeat and ends.
+        ray.kill(collector)
 
 
 def _open_mlflow_run(cfg, logger, run_dir, pipeline, t0, resume, hooks, train_run_name):
