@@ -39,6 +39,7 @@ from echoray.train.batch_augment import (
     worker_views,
 )
 from echoray.train.batching import pack_unique
+from echoray.train.consumption_echo import ConsumptionEcho, agree_min, echoes_on_worker
 from echoray.train.device import LossMeter, Precision, ToDevice, memory_format
 from echoray.train.evaluate import Normalizer
 from echoray.train.faults import RunAborted
@@ -136,10 +137,16 @@ class WorkerLoop:
         self.audit = AuditBuffer(cfg.audit.enabled)
         self.consumed = ConsumedLog()
         self.pending: tuple | None = None  # (batch, next repeat, repeats) cut short by a checkpoint
+        # echo.factor: auto decided as rows are taken from the stream (train/consumption_echo.py)
+        self.worker_echo = echoes_on_worker(cfg)
+        self.echo_stage: ConsumptionEcho | None = None
+        self.restored_pool: dict[str, np.ndarray] | None = None
         self.loss = LossMeter()
         self.t_start = time.time()
         self.t_first: float | None = None
         self._last_beat = 0.0
+        # source.max_rows_ahead paces the source by the fresh counts heartbeats carry: every step
+        self.beat_every = 0.0 if cfg.source.max_rows_ahead else HEARTBEAT_S
 
     # --- setup and restore ---
     def setup(self) -> None:
@@ -178,7 +185,9 @@ class WorkerLoop:
         self.history[:] = restored.meta["history"]
         self.t_start = time.time() - self.state.elapsed_s  # elapsed time continues
         self.consumed = ConsumedLog(restored.consumed)
-        if restored.pending is not None:
+        if restored.pending is not None and self.worker_echo:
+            self.restored_pool = restored.pending  # echoed rows the checkpoint had not trained
+        elif restored.pending is not None:
             self.pending = (restored.pending, self.state.next_rep, self.state.reps)
 
     def input_batches(self, source: Iterable[dict] | None) -> Iterator[dict[str, np.ndarray]]:
@@ -186,7 +195,14 @@ class WorkerLoop:
         grouped mode the group's reader broadcasts every batch to its members."""
         cfg = self.cfg
         batches = source
-        if self.reads:
+        if self.reads and self.worker_echo:
+            self.echo_stage = ConsumptionEcho(
+                cfg.seed, cfg.train.batch_size, shuffle_buffer_rows(cfg) or cfg.train.batch_size,
+                self.env.link.live_factor, derive_seed(cfg.seed, STREAM_SAMPLER, self.group),
+                on_take=lambda b: self.consumed.add(b["epoch"], b["sample_id"], b["echo_copy"]),
+                agree=agree_min(self.env.comm.gather) if self.world > 1 else None, pool=self.restored_pool)
+            batches = self.echo_stage.batches(source)
+        elif self.reads:
             separate = cfg.echo.separate_copies and cfg.echo.stage in ("before_augment", "after_augment")
             batches = pack_unique(source, cfg.train.batch_size, max_carry=None if separate else 0)
         if self.grouped:
@@ -245,7 +261,7 @@ class WorkerLoop:
     def record_batch(self, batch: dict[str, np.ndarray]) -> None:
         self.state.batches += 1
         self.state.dup_batches += has_duplicates(batch)
-        if self.reads:
+        if self.reads and not self.worker_echo:  # worker echo logs rows as it takes them
             self.consumed.add(batch["epoch"], batch["sample_id"], batch["echo_copy"])
 
     def make_inputs(self, batch: dict[str, np.ndarray]):
@@ -281,10 +297,11 @@ class WorkerLoop:
         )
 
     def heartbeat(self) -> None:
-        """Progress to the collector every HEARTBEAT_S, without waiting for its reply."""
+        """Progress to the collector every HEARTBEAT_S (every step with source.max_rows_ahead),
+        without waiting for its reply."""
         c = self.state.counters
         now = time.perf_counter()
-        if c.steps == 1 or now - self._last_beat >= HEARTBEAT_S:
+        if c.steps == 1 or now - self._last_beat >= self.beat_every:
             if self.env.link.beat(self.rank, c.steps, c.samples, c.step_s, fresh=c.fresh):
                 raise RunAborted("the driver stopped this run")
             self._last_beat = now
@@ -348,13 +365,14 @@ class WorkerLoop:
     def save_checkpoint(self, pending: tuple | None) -> None:
         """Every rank, at the same step: model, optimizer, LoopState, consumed rows, audit."""
         s = self.state
+        pool = self.echo_stage.pending() if self.echo_stage is not None else None
         run_part, rank_part = s.to_checkpoint(
             elapsed_s=time.time() - self.t_start, train_s=self.train_s(),
             next_rep=pending[1] if pending else 0, reps=pending[2] if pending else 0,
             amp_scaler=self.precision.state_dict())
         self.env.checkpointer.save(
             model=self.model, opt=self.opt, epoch=s.epoch, steps=s.counters.steps, history=self.history,
-            loop_state=run_part, rank_state=rank_part, pending=pending[0] if pending else None,
+            loop_state=run_part, rank_state=rank_part, pending=pending[0] if pending else pool,
             audit=self.audit.take_for_checkpoint())
 
     def send_audit(self) -> None:
@@ -430,7 +448,8 @@ def run_worker(config: dict) -> None:
     if loop.reads:
         source = ray.train.get_dataset_shard("train").iter_batches(
             batch_size=cfg.train.batch_size, batch_format="numpy", drop_last=True,
-            local_shuffle_buffer_size=shuffle_buffer_rows(cfg),
+            # worker echo shuffles in its own pool, after the echo (train/consumption_echo.py)
+            local_shuffle_buffer_size=None if loop.worker_echo else shuffle_buffer_rows(cfg),
             local_shuffle_seed=derive_seed(cfg.seed, STREAM_SAMPLER, loop.group), prefetch_batches=2,
         )
     loop.finish(loop.train(loop.input_batches(source)))
