@@ -9,7 +9,8 @@ is input-bound from its first step, and `train.evals_per_epoch: 4` observes fres
 examples and time to target every quarter epoch. Per (R, e), over the seeds:
 
 - step-rate speed-up over e = 1 of the same seed (steps/s between the first and the last
-  evaluation), divided by the ideal min(e, R) (auto: min(R, echo.max_factor));
+  evaluation), divided by the ideal min(e, R) (auto: min(R, echo.max_factor)), R the
+  mean measured over the seed's five runs;
   goal: auto >= 0.9;
 - time to target versus e = 1 of the same seed, mean [min, max]: train time from the
   first step plus the time the source took for what it had read before that step
@@ -103,6 +104,8 @@ def spread(values: list[float]) -> dict:
 def summarise(runs: list[dict]) -> list[dict]:
     """Per factor, over seeds: ratios against the e = 1 run of the same seed."""
     base = {r["seed"]: r for r in runs if r["factor"] == "1"}
+    # R of a seed: the mean over its runs (one run's R moves with this shared machine's load)
+    r_of = {s: statistics.fmean(r["measured_R"] for r in runs if r["seed"] == s and r["measured_R"]) for s in base}
     rows = []
     for f in FACTORS:
         mine = [r for r in runs if r["factor"] == f and r["seed"] in base]
@@ -111,7 +114,7 @@ def summarise(runs: list[dict]) -> list[dict]:
         speed, ideal, of_ideal, faster, fresh_ratio = [], [], [], [], []
         for r in mine:
             b = base[r["seed"]]
-            r_seed = b["measured_R"]
+            r_seed = r_of[r["seed"]]
             e = MAX_FACTOR if f == "auto" else float(f)
             speed.append(r["step_rate"] / b["step_rate"])
             ideal.append(min(e, r_seed))
@@ -157,7 +160,7 @@ def level_run(target_r: float, seeds: list[int], target: float, epochs: int) -> 
             runs.append(res)
             print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in res.items() if k != "factor_history"},
                   flush=True)
-    level = {"R_target": target_r, "R": statistics.fmean(r["measured_R"] for r in runs if r["factor"] == "1"),
+    level = {"R_target": target_r, "R": statistics.fmean(r["measured_R"] for r in runs if r["measured_R"]),
              "latency_ms": latency, "target": target, "epochs": epochs, "seeds": len(seeds), "calibration": cal,
              "rows": summarise(runs), "runs": runs, "wall_s": time.time() - t0,
              "loadavg_before": load0, "loadavg_after": os.getloadavg()}

@@ -6,6 +6,17 @@ audit. It also owns the live throughput figures and, for `echo.factor: auto`,
 the current echo factor. Working through an actor rather than files keeps it
 correct on a multi-node cluster where the driver's disk is not the workers'.
 
+`echo.factor: auto`, the control law. Measured: R = downstream / upstream rate in
+sample units from busy time (runtime/throughput.py): fresh rows per busy second of the
+preprocessing actors that worked in the window, summed; trained samples per train-step
+second of the workers, summed. How often: every AUTO_UPDATE_S (0.5 s), on the heartbeat
+after it, over the window since the last update (the first window opens after the first
+step; one without reports from both sides stays open). Damping: the first measurement
+sets e = R, later ones move e half-way (data/echo.py next_auto_factor, 5% dead band),
+always within [1, echo.max_factor]; e falls when R falls. Where e is applied: the worker
+takes it without waiting (train/worker_link.py live_factor) for each fresh batch it
+takes from the stream (train/consumption_echo.py).
+
 Faults: an epoch is final once a checkpoint covers it (Ray Train's controller says
 so through `committed`), because a worker group that fails later restarts from that
 checkpoint and replays the epochs after it; `attempt_started` then drops what the failed

@@ -10,6 +10,8 @@ fixed number of optimizer steps (the same on every worker, so DDP stays in
 lockstep), or, with `echo.factor: auto`, the point where the global count of
 fresh examples passes another training split; then all workers evaluate,
 all-reduce and decide together whether the target or the budget is reached.
+Under `echo.factor: auto` (example echo) the reading worker echoes the rows as it takes
+them from the stream (train/consumption_echo.py), so the live factor is the one trained.
 `train.evals_per_epoch: k` puts k such evaluations into every epoch, evenly spaced
 (every spe/k steps, or every n_train/k fresh examples); `epoch` in the records then
 numbers evaluation points and `data_epochs` (= epoch / k) says how many epochs they are.
