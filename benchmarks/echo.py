@@ -1,36 +1,56 @@
-"""Data echoing on an input-bound pipeline: e = 1, 2, 4 and auto, side by side, one run.
+"""Data echoing on an input-bound pipeline: e = 1, 2, 4, 8 and auto, at R ~ 4 and ~ 8,
+three seeds each, side by side in one run (issue 14).
 
-The digits source is put behind the emulated remote store (per-request latency;
-reads wait, they do not compute) and the latency is calibrated so that the measured
-R = upstream time / downstream time per example is about 4 on this machine. Then,
-same seed for every run:
+The digits source is put behind the emulated remote store (a per-request latency; reads
+wait, they do not compute), calibrated so that R = upstream time / downstream time per
+sample is about 4 or 8 on this machine. `source.max_rows_ahead` keeps the source from
+reading the whole run while the workers start (Ray Data would: digits is tiny), so a run
+is input-bound from its first step, and `train.evals_per_epoch: 4` observes fresh
+examples and time to target every quarter epoch. Per (R, e), over the seeds:
 
-- step-rate speedup over e = 1 after the first epoch (prefetched start-up data
-  excluded), next to the ideal min(e, R); goal >= 0.9 of ideal for e = 2 and 4;
-- training time and fresh examples to the digits target (0.97) versus e = 1, with the
-  paper's anchor: 3.25x less wall-clock for ResNet-50 at e = 5 (Choi et al. 2019);
-- Ray Data throughput with the echo operator present at e = 1 versus absent (goal:
-  under 3% overhead);
-- peak memory of the process tree at e = 1 and e = 4;
-- a plot in the style of the paper's Figure 4 (training time vs e) and the JSON.
+- step-rate speed-up over e = 1 of the same seed (steps/s between the first and the last
+  evaluation), divided by the ideal min(e, R) (auto: min(R, echo.max_factor)), R the
+  mean measured over the seed's five runs;
+  goal: auto >= 0.9;
+- time to target versus e = 1 of the same seed, mean [min, max]: train time from the
+  first step plus the time the source took for what it had read before that step
+  (reads before the first step / upstream rate), so a head start read during worker
+  start-up counts the same for every e; the train time alone is saved too;
+  goal: auto >= 3.5x at R ~ 5 (the paper: 3.25x at e = 5, ResNet-50 on ImageNet);
+- fresh examples to target, and the mean e trained (trained samples / fresh).
 
-    .venv/bin/python benchmarks/echo.py [--stage after_augment] [--target-r 4]
+`--halving`: one auto run whose emulated latency halves mid-run; its factor trace
+(summary.json echo.factor_history) must follow R down: echo_factor_trace.png.
+Figures: benchmarks/results/echo.json, echo_time_vs_factor.png (the paper's Figure 4
+style, bars min..max over seeds), echo_halving.json, echo_factor_trace.png.
+
+    .venv/bin/python benchmarks/echo.py --r 4 --seeds 0,1,2       # one R level: echo_R4.json
+    .venv/bin/python benchmarks/echo.py --r 8 --seeds 0,1,2
+    .venv/bin/python benchmarks/echo.py --combine                 # echo.json + the figure
+    .venv/bin/python benchmarks/echo.py --halving
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import time
 
 from common import RESULTS, save, train_in_process
+from echo_plots import factor_trace, time_vs_factor
 
 CHUNK = 16
+FACTORS = ("1", "2", "4", "8", "auto")
+MAX_FACTOR = 8.0
+COMMON = [f"source.chunk_size={CHUNK}", "source.read_concurrency=1",  # one request in flight: a read = one latency
+          "source.max_rows_ahead=1", "train.evals_per_epoch=4", f"echo.max_factor={MAX_FACTOR}",
+          "scaling.cpus_per_worker=1", "echo.shuffle_buffer=256"]
 
 
 def steady_step_rate(summary: dict) -> float:
-    """Steps per second of training after the first epoch (start-up prefetch excluded)."""
+    """Steps per second of training between the first and the last evaluation."""
     h = summary["history"]
     if len(h) < 3:
         return summary["steps"] / max(summary["train_loop_s"] - summary["eval_s"], 1e-9)
@@ -38,27 +58,155 @@ def steady_step_rate(summary: dict) -> float:
     return (b["step"] - a["step"]) / (b["train_s"] - a["train_s"])
 
 
-def run(stage: str, factor, latency_ms: float, target, epochs: int) -> dict:
-    overrides = [f"echo.stage={'none' if factor == 1 else stage}", f"echo.factor={factor}",
-                 f"source.chunk_size={CHUNK}", f"source.remote={{latency_ms: {latency_ms}}}",
-                 # One request in flight: the calibration below prices a CHUNK read at one latency.
-                 "source.read_concurrency=1",
-                 f"train.max_epochs={epochs}", f"train.target={target}", "echo.max_factor=8",
-                 "scaling.cpus_per_worker=1"]
-    summary, peak = train_in_process(overrides, f"e{factor}")
+def run(factor: str, latency_ms: float, target, epochs: int, seed: int, extra: tuple = ()) -> dict:
+    overrides = [*COMMON, f"seed={seed}", f"echo.stage={'none' if factor == '1' else 'after_augment'}",
+                 f"echo.factor={factor}", f"source.remote={{latency_ms: {latency_ms}}}",
+                 f"train.max_epochs={epochs}", f"train.target={target}", *extra]
+    summary, peak = train_in_process(overrides, f"e{factor}-s{seed}")
+    up = summary["upstream_examples_per_s"]
+    head = summary["source_reads_before_first_step"] or 0
+    train_t = summary["train_time_to_target_s"]
     return {
-        "factor": factor, "stage": summary["echo"]["stage"],
-        "steps": summary["steps"], "step_rate": steady_step_rate(summary),
-        "measured_R": summary["measured_R"],
-        "upstream_examples_per_s": summary["upstream_examples_per_s"],
+        "factor": factor, "seed": seed, "steps": summary["steps"], "step_rate": steady_step_rate(summary),
+        "measured_R": summary["measured_R"], "upstream_examples_per_s": up,
         "downstream_examples_per_s": summary["downstream_examples_per_s"],
-        "measured_factor": summary["echo"]["measured_factor"], "final_factor": summary["echo"]["final_factor"],
+        "mean_e_trained": summary["echo"]["measured_factor"], "final_factor": summary["echo"]["final_factor"],
         "duplicate_batch_fraction": summary["echo"]["duplicate_batch_fraction"],
-        "target_reached": summary["target_reached"],
-        "fresh_examples_to_target": summary["fresh_examples_to_target"],
-        "train_time_to_target_s": summary["train_time_to_target_s"],
-        "accuracy": summary["metric"]["value"], "peak_pss_gib": peak / 2**30,
+        "target_reached": summary["target_reached"], "fresh_examples_to_target": summary["fresh_examples_to_target"],
+        "train_time_to_target_s": train_t, "reads_before_first_step": head,
+        "time_to_target_s": train_t + head / up if train_t is not None and up else None,
+        "time_to_first_step_s": summary["time_to_first_step_s"], "time_to_first_read_s": summary["time_to_first_read_s"],
+        "accuracy": summary["metric"]["value"],
+        "peak_pss_gib": peak / 2**30, "factor_history": summary["echo"]["factor_history"],
     }
+
+
+def calibrate(target_r: float) -> tuple[float, dict]:
+    """Latency per CHUNK read for R = target_r: a read costs compute c plus the latency L,
+    upstream = CHUNK / (c + L); pick L so that downstream / upstream = R."""
+    probe_ms = 10.0
+    probe = run("1", probe_ms, "null", 2, 0)
+    compute_s = max(0.0, CHUNK / probe["upstream_examples_per_s"] - probe_ms / 1000)
+    wanted_up = probe["downstream_examples_per_s"] / target_r
+    latency = round(max(0.0, CHUNK / wanted_up - compute_s) * 1000, 1)
+    print(f"calibration: latency {probe_ms} ms -> R {probe['measured_R']:.2f}; R {target_r} needs {latency} ms",
+          flush=True)
+    return latency, {"probe_latency_ms": probe_ms, "probe_R": probe["measured_R"],
+                     "downstream_examples_per_s": probe["downstream_examples_per_s"], "compute_s_per_read": compute_s}
+
+
+def spread(values: list[float]) -> dict:
+    v = [x for x in values if x is not None]
+    return {"n": len(v), "mean": statistics.fmean(v) if v else None, "min": min(v, default=None),
+            "max": max(v, default=None), "values": v}
+
+
+def summarise(runs: list[dict]) -> list[dict]:
+    """Per factor, over seeds: ratios against the e = 1 run of the same seed."""
+    base = {r["seed"]: r for r in runs if r["factor"] == "1"}
+    # R of a seed: the mean over its runs (one run's R moves with this shared machine's load)
+    r_of = {s: statistics.fmean(r["measured_R"] for r in runs if r["seed"] == s and r["measured_R"]) for s in base}
+    rows = []
+    for f in FACTORS:
+        mine = [r for r in runs if r["factor"] == f and r["seed"] in base]
+        if not mine:
+            continue
+        speed, ideal, of_ideal, faster, fresh_ratio = [], [], [], [], []
+        for r in mine:
+            b = base[r["seed"]]
+            r_seed = r_of[r["seed"]]
+            e = MAX_FACTOR if f == "auto" else float(f)
+            speed.append(r["step_rate"] / b["step_rate"])
+            ideal.append(min(e, r_seed))
+            of_ideal.append(speed[-1] / ideal[-1])
+            if r["time_to_target_s"] and b["time_to_target_s"]:
+                faster.append(b["time_to_target_s"] / r["time_to_target_s"])
+            if r["fresh_examples_to_target"] and b["fresh_examples_to_target"]:
+                fresh_ratio.append(r["fresh_examples_to_target"] / b["fresh_examples_to_target"])
+        rows.append({
+            "factor": f, "step_rate_speedup": spread(speed), "ideal_speedup": spread(ideal),
+            "fraction_of_ideal": spread(of_ideal), "time_to_target_speedup": spread(faster),
+            "relative_time_to_target": spread([1 / x for x in faster]),
+            "train_time_to_target_s": spread([r["train_time_to_target_s"] for r in mine]),
+            "time_to_target_s": spread([r["time_to_target_s"] for r in mine]),
+            "fresh_examples_to_target": spread([r["fresh_examples_to_target"] for r in mine]),
+            "fresh_vs_e1": spread(fresh_ratio), "mean_e_trained": spread([r["mean_e_trained"] for r in mine]),
+            "measured_R": spread([r["measured_R"] for r in mine]), "reached": sum(r["target_reached"] for r in mine),
+        })
+    return rows
+
+
+def print_table(level: dict) -> None:
+    print(f"\nR ~ {level['R']:.1f} (latency {level['latency_ms']} ms per {CHUNK}-sample read), "
+          f"target {level['target']}, seeds {level['seeds']}")
+    print(f"{'e':>5} {'speedup':>8} {'ideal':>6} {'of ideal':>9} {'t->target x faster [min,max]':>29} "
+          f"{'fresh->target':>13} {'mean e':>7}")
+    for row in level["rows"]:
+        t = row["time_to_target_speedup"]
+        fmt = f"{t['mean']:.2f} [{t['min']:.2f}, {t['max']:.2f}]" if t["n"] else "-"
+        f = row["fresh_examples_to_target"]
+        print(f"{row['factor']:>5} {row['step_rate_speedup']['mean']:>8.2f} {row['ideal_speedup']['mean']:>6.2f} "
+              f"{row['fraction_of_ideal']['mean']:>9.2f} {fmt:>29} {f['mean'] or 0:>13,.0f} "
+              f"{row['mean_e_trained']['mean']:>7.2f}")
+
+
+def level_run(target_r: float, seeds: list[int], target: float, epochs: int) -> None:
+    t0, load0 = time.time(), os.getloadavg()
+    latency, cal = calibrate(target_r)
+    runs = []
+    for seed in seeds:
+        for f in FACTORS:
+            res = run(f, latency, target, epochs, seed)
+            runs.append(res)
+            print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in res.items() if k != "factor_history"},
+                  flush=True)
+    level = {"R_target": target_r, "R": statistics.fmean(r["measured_R"] for r in runs if r["measured_R"]),
+             "latency_ms": latency, "target": target, "epochs": epochs, "seeds": len(seeds), "calibration": cal,
+             "rows": summarise(runs), "runs": runs, "wall_s": time.time() - t0,
+             "loadavg_before": load0, "loadavg_after": os.getloadavg()}
+    print_table(level)
+    print(f"saved {save(f'echo_R{target_r:g}', level)}")
+
+
+def combine() -> None:
+    levels = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("echo_R*.json"))]
+    levels.sort(key=lambda x: x["R"])
+    for level in levels:
+        print_table(level)
+    png = RESULTS / "echo_time_vs_factor.png"
+    time_vs_factor(levels, png)
+    old = json.loads((RESULTS / "echo.json").read_text()) if (RESULTS / "echo.json").exists() else {}
+    save("echo", {"levels": [{k: v for k, v in lv.items() if k != "runs"} for lv in levels],
+                  "pipeline_overhead": old.get("pipeline_overhead"), "plot": png.name,
+                  "runs_in": [f"echo_R{lv['R_target']:g}.json" for lv in levels]})
+    print(f"saved {RESULTS / 'echo.json'} and {png}")
+
+
+def halving(target_r: float, change_after_s: float, epochs: int) -> None:
+    """An auto run at R ~ target_r whose latency halves change_after_s after the first read."""
+    load0 = os.getloadavg()
+    latency, cal = calibrate(target_r)
+    res = run("auto", latency, "null", epochs, 0,
+              (f"source.remote.change_after_s={change_after_s}", f"source.remote.latency_ms_after={latency / 2}"))
+    print({k: v for k, v in res.items() if k != "factor_history"})
+    first = res["time_to_first_step_s"]
+    trace = [{**p, "t": round(p["t"] - first, 2)} for p in res["factor_history"]]
+    change = None
+    if res.get("time_to_first_read_s") is not None:
+        change = res["time_to_first_read_s"] + change_after_s - first
+    before = [p["factor"] for p in trace if change is not None and change - 4 <= p["t"] < change]
+    after = [p["factor"] for p in trace if change is not None and p["t"] >= change + 3]
+    out = {"latency_ms": latency, "latency_ms_after": latency / 2, "change_after_first_read_s": change_after_s,
+           "change_since_first_step_s": change, "calibration": cal, "factor_history": trace,
+           "mean_factor_4s_before": statistics.fmean(before) if before else None,
+           "mean_factor_from_3s_after": statistics.fmean(after) if after else None,
+           "max_factor_seen": max((p["factor"] for p in trace), default=None), "max_factor": MAX_FACTOR,
+           "run": {k: v for k, v in res.items() if k != "factor_history"},
+           "loadavg_before": load0, "loadavg_after": os.getloadavg()}
+    print({k: out[k] for k in ("change_since_first_step_s", "mean_factor_4s_before", "mean_factor_from_3s_after",
+                                "max_factor_seen")})
+    factor_trace(trace, change, MAX_FACTOR, RESULTS / "echo_factor_trace.png")
+    print(f"saved {save('echo_halving', out)} and {RESULTS / 'echo_factor_trace.png'}")
 
 
 def pipeline_overhead(repeats: int = 3) -> dict:
@@ -87,107 +235,32 @@ def pipeline_overhead(repeats: int = 3) -> dict:
             "overhead_fraction": (a - p) / a}
 
 
-def plot(results: list[dict], r: float, path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    base = results[0]["train_time_to_target_s"]
-    # auto at its run-average factor (trained / fresh): what the examples actually saw
-    xs = [x["measured_factor"] if x["factor"] == "auto" else x["factor"] for x in results]
-    ys = [x["train_time_to_target_s"] / base if x["train_time_to_target_s"] else float("nan") for x in results]
-    grid = [1 + i * 0.05 for i in range(int((max(xs + [r]) + 1 - 1) / 0.05) + 1)]
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(grid, [max(1 / e, 1 / r) for e in grid], ":", color="gray",
-            label=f"ideal if repeats were as good as fresh (R = {r:.1f})")
-    for x, y, res in zip(xs, ys, results, strict=True):
-        ax.plot([x], [y], "o", color="C1" if res["factor"] == "auto" else "C0")
-        label = f"auto (mean e {x:.1f})" if res["factor"] == "auto" else f"e={res['factor']}"
-        ax.annotate(label, (x, y), textcoords="offset points", xytext=(6, -14) if res["factor"] == "auto" else (5, 5))
-    ax.axvline(r, color="C2", alpha=0.4, label="measured R")
-    ax.set_xlabel("echo factor e")
-    ax.set_ylabel("training time to 97% (relative to e = 1)")
-    ax.set_title(f"Data echoing on digits, emulated remote store ({results[1]['stage']})")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-
-
-def replot() -> None:
-    """Redraw the figure from the saved JSON (no runs)."""
-    data = json.loads((RESULTS / "echo.json").read_text())
-    plot(data["runs"], data["measured_R"], RESULTS / "echo_time_vs_factor.png")
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--stage", default="after_augment", choices=["before_augment", "after_augment", "batch"])
-    ap.add_argument("--target-r", type=float, default=4.0)
-    ap.add_argument("--epochs", type=int, default=20)
-    ap.add_argument("--replot", action="store_true", help="redraw the plot from results/echo.json")
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--r", type=float, default=4.0, help="the R level to calibrate for")
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--target", type=float, default=0.97)
+    ap.add_argument("--epochs", type=int, default=20, help="the read budget (runs stop at the target)")
+    ap.add_argument("--combine", action="store_true", help="echo.json and the figure from the echo_R*.json")
+    ap.add_argument("--halving", action="store_true", help="one auto run whose emulated latency halves mid-run")
+    ap.add_argument("--change-after", type=float, default=20.0, help="--halving: seconds after the first read")
     ap.add_argument("--overhead-only", action="store_true", help="only the echo-op overhead; updates echo.json")
     args = ap.parse_args()
-    if args.replot:
-        return replot()
-    if args.overhead_only:
-        from echoray.runtime.session import start_ray
+    if args.combine:
+        return combine()
+    from echoray.runtime.session import start_ray
 
-        start_ray()
+    start_ray()
+    if args.overhead_only:
         overhead = pipeline_overhead(repeats=5)
         print(f"echo op at e=1 vs absent: overhead {overhead['overhead_fraction'] * 100:.1f}% (goal < 3%)")
         data = json.loads((RESULTS / "echo.json").read_text())
         data["pipeline_overhead"] = overhead
         save("echo", data)
         return None
-
-    from echoray.runtime.session import start_ray
-
-    start_ray()
-    # Calibrate: a read of CHUNK samples costs compute c plus the emulated latency L, so
-    # upstream = CHUNK / (c + L); pick L so that downstream / upstream = target R.
-    probe_latency = 10.0
-    probe = run(args.stage, 1, probe_latency, "null", 4)
-    compute_s = CHUNK / probe["upstream_examples_per_s"] - probe_latency / 1000
-    wanted_up = probe["downstream_examples_per_s"] / args.target_r
-    latency = round(max(0.0, CHUNK / wanted_up - compute_s) * 1000, 1)
-    print(f"calibration: latency {probe_latency} ms -> R {probe['measured_R']:.2f}; using {latency} ms", flush=True)
-
-    results = []
-    for factor in (1, 2, 4, "auto"):
-        res = run(args.stage, factor, latency, 0.97, args.epochs)
-        results.append(res)
-        print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in res.items()}, flush=True)
-    r = results[0]["measured_R"]
-    base = results[0]
-    for res in results:
-        e = res["final_factor"] if res["factor"] == "auto" else res["factor"]
-        res["step_rate_speedup"] = res["step_rate"] / base["step_rate"]
-        res["ideal_speedup"] = min(e, r)
-        res["fraction_of_ideal"] = res["step_rate_speedup"] / res["ideal_speedup"]
-        if res["train_time_to_target_s"] and base["train_time_to_target_s"]:
-            res["time_to_target_ratio"] = base["train_time_to_target_s"] / res["train_time_to_target_s"]
-        if res["fresh_examples_to_target"] and base["fresh_examples_to_target"]:
-            res["fresh_ratio"] = res["fresh_examples_to_target"] / base["fresh_examples_to_target"]
-    overhead = pipeline_overhead()
-
-    print(f"\nmeasured R at e=1: {r:.2f} (latency {latency} ms per {CHUNK}-sample read)")
-    print(f"{'e':>5} {'speedup':>8} {'ideal':>6} {'frac':>5} {'t->97% s':>9} {'x faster':>8} "
-          f"{'fresh->97%':>10} {'fresh ratio':>11} {'peak GiB':>8}")
-    for res in results:
-        print(f"{str(res['factor']):>5} {res['step_rate_speedup']:>8.2f} {res['ideal_speedup']:>6.2f} "
-              f"{res['fraction_of_ideal']:>5.2f} {res['train_time_to_target_s'] or float('nan'):>9.1f} "
-              f"{res.get('time_to_target_ratio', float('nan')):>8.2f} {res['fresh_examples_to_target'] or 0:>10} "
-              f"{res.get('fresh_ratio', float('nan')):>11.2f} {res['peak_pss_gib']:>8.2f}")
-    print("paper anchor: 3.25x less wall-clock at e=5 (ResNet-50 ImageNet, network reads)")
-    print(f"echo op at e=1 vs absent: overhead {overhead['overhead_fraction'] * 100:.1f}% (goal < 3%)")
-    RESULTS.mkdir(exist_ok=True)
-    png = RESULTS / "echo_time_vs_factor.png"
-    plot(results, r, png)
-    path = save("echo", {"stage": args.stage, "latency_ms": latency, "chunk_size": CHUNK, "measured_R": r,
-                         "runs": results, "pipeline_overhead": overhead, "plot": str(png.name)})
-    print(f"saved {path} and {png}")
+    if args.halving:
+        return halving(args.r, args.change_after, args.epochs)
+    return level_run(args.r, [int(s) for s in args.seeds.split(",")], args.target, args.epochs)
 
 
 if __name__ == "__main__":

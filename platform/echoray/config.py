@@ -24,6 +24,16 @@ class RemoteEmulation(Section):
 
     latency_ms: Annotated[float, Field(ge=0)] = 0.0
     bandwidth_mb_s: Annotated[float, Field(gt=0)] | None = None
+    # A store whose latency changes mid-run (benchmarks/echo.py: R falls, auto must follow):
+    # latency_ms_after replaces latency_ms once change_after_s have passed since an actor's first read.
+    change_after_s: Annotated[float, Field(gt=0)] | None = None
+    latency_ms_after: Annotated[float, Field(ge=0)] | None = None
+
+    @model_validator(mode="after")
+    def _change(self) -> RemoteEmulation:
+        if (self.change_after_s is None) != (self.latency_ms_after is None):
+            raise ValueError("change_after_s and latency_ms_after go together")
+        return self
 
 
 class SourceConfig(Section):
@@ -41,6 +51,12 @@ class SourceConfig(Section):
     # Reads in flight per preprocessing actor (files of an image folder): hides an object
     # store's per-request latency (16 x 20 ms requests overlap: benchmarks/input_pipeline.py).
     read_concurrency: PositiveInt = 16
+    # Fresh rows the preprocessing actors may read ahead of what the workers have trained
+    # (null: as far as Ray Data's memory budget goes, which on a small dataset is the whole
+    # run, read during worker start-up). Set, reading also waits for the worker group to
+    # start, so a benchmark of an input-bound run is input-bound from its first step.
+    # Raised to what the worker's buffers need (data/pipeline.py rows_ahead_floor).
+    max_rows_ahead: PositiveInt | None = None
     remote: RemoteEmulation = RemoteEmulation()
 
     @model_validator(mode="after")
@@ -275,6 +291,13 @@ class PipelineConfig(Section):
                 "scaling.num_workers must be a multiple of batch_augmentation.copies "
                 f"in grouped mode (got {self.scaling.num_workers} and {m})"
             )
+        aug = self.preprocess.augment
+        worker_echo = self.echo.factor == "auto" and (  # train/consumption_echo.py echoes_on_worker
+            self.echo.stage == "after_augment"
+            or (self.echo.stage == "before_augment" and (aug.on == "worker" or not aug.ops)))
+        if worker_echo and self.batch_augmentation.mode == "grouped" and m > 1:
+            raise ValueError("echo.factor: auto with example echo is decided on the reading worker, which "
+                             "batch_augmentation.mode: grouped does not support yet (use mode: local or a fixed factor)")
         if self.train.precision == "fp16" and self.scaling.use_gpu is False:
             raise ValueError("train.precision: fp16 needs a GPU, but scaling.use_gpu is false (use bf16 or fp32)")
         if self.scaling.max_failures and not self.train.checkpoint_every:

@@ -61,6 +61,9 @@ def build_summary(
         "steps_to_target": hit["step"] if hit else None,
         "time_to_target_s": (hit["time"] - t0) if hit else None,
         "train_time_to_target_s": hit["train_s"] if hit else None,
+        # what the source had read when the first step ran (read during worker start-up)
+        "source_reads_before_first_step": collected.get("reads_at_first_step"),
+        "time_to_first_read_s": (collected["first_read_at"] - t0) if collected.get("first_read_at") else None,
         "time_to_first_step_s": (first - t0) if first else None,
         "wall_s": t_end - t0,
         "train_loop_s": final.get("loop_s"),

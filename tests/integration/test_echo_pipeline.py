@@ -103,16 +103,20 @@ def test_auto_factor_adapts_toward_measured_r_and_is_logged(run_pipeline, sqlite
     # Reads of 16 samples wait 120 ms, one at a time: about 130 fresh examples/s against a
     # train step several times faster, so the run is input-bound and auto echo should climb.
     # (With 16 reads in flight, the default, their latencies overlap and R is about 1.)
-    # Five epochs of reads take about 40 s, so most rows are produced after the train
-    # workers start (~20 s here) and the factor has measurements: rows Ray Data prefetched
-    # before that are echoed at e = 1 (issue 14).
-    overrides = ["train.target=null", "source.limit=1024", "train.max_epochs=5", "echo.stage=after_augment",
-                 "echo.factor=auto", "echo.max_factor=4", "source.chunk_size=16",
+    # source.max_rows_ahead keeps the reads from running ahead while the workers start, and
+    # the worker echoes each row as it takes it (train/consumption_echo.py), so the factor
+    # applies from the first measurement on: two epochs of 1024 (~15 s of reads) suffice.
+    overrides = ["train.target=null", "source.limit=1024", "train.max_epochs=2", "echo.stage=after_augment",
+                 "echo.factor=auto", "echo.max_factor=4", "source.chunk_size=16", "source.max_rows_ahead=1",
                  "source.remote={latency_ms: 120}", "source.read_concurrency=1"]
     summary, _ = run_pipeline(None, *overrides, name="auto")
-    assert summary["measured_R"] > 1.0
-    assert 1.0 < summary["echo"]["final_factor"] <= 4.0
-    assert summary["echo"]["measured_factor"] > 1.5
+    assert summary["measured_R"] > 2.0
+    assert 2.0 < summary["echo"]["final_factor"] <= 4.0
+    # Only the pool filled before the first measurement (512 rows) is echoed at e = 1.
+    assert summary["echo"]["measured_factor"] > 2.0
     assert summary["source_emulation"]["latency_ms"] == 120
+    trace = summary["echo"]["factor_history"]
+    assert trace[0]["factor"] == pytest.approx(min(4.0, max(1.0, trace[0]["measured_R"])))  # first: straight to R
+    assert all(1.0 <= p["factor"] <= 4.0 for p in trace)
     history = MlflowClient(sqlite_uri).get_metric_history(summary["mlflow_run_id"], "echo_factor")
     assert len(history) >= 2 and all(1.0 <= m.value <= 4.0 for m in history)

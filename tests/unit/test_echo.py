@@ -70,5 +70,25 @@ def test_auto_factor_moves_toward_r_smoothly_and_stays_bounded():
     assert next_auto_factor(4.0, 100.0, 6.0) == 5.0 and next_auto_factor(5.0, 100.0, 6.0) == 5.5
     assert next_auto_factor(2.0, 0.3, 8.0) == 1.5  # R < 1 pulls e down to 1 at most
     assert next_auto_factor(3.0, float("nan"), 8.0) == 3.0
+    assert next_auto_factor(1.0, 4.2, 8.0, first=True) == 4.2  # the first measurement: straight to R
+    assert next_auto_factor(1.0, 12.0, 8.0, first=True) == 8.0  # ... never past max_factor
     noisy = [next_auto_factor(4.0, r, 8.0) for r in (3.9, 4.15, 3.85, 4.05)]
     assert noisy == [4.0] * 4
+
+
+def test_emulated_latency_changes_after_the_set_time():
+    import time
+
+    from echoray.config import RemoteEmulation
+    from echoray.config_load import load_config
+    from echoray.data.sources import index_source
+    from echoray.data.stages import Preprocess
+
+    cfg = load_config(None, ["source.limit=64"])
+    remote = RemoteEmulation(latency_ms=40, change_after_s=0.05, latency_ms_after=20)
+    stage = Preprocess(index_source(cfg.source), 1, remote, None, 0, "none", 1.0)
+    assert stage._remote_now().latency_ms == 40  # the clock starts at the first read
+    time.sleep(0.06)
+    assert stage._remote_now().latency_ms == 20
+    with pytest.raises(ValueError, match="change_after_s and latency_ms_after go together"):
+        RemoteEmulation(latency_ms=40, change_after_s=1.0)

@@ -38,3 +38,17 @@ def test_recent_window_uses_only_the_differences():
 
 def test_no_figures_yet():
     assert Throughput().measured_r() is None
+
+
+def test_idle_or_dead_actors_do_not_inflate_the_upstream_rate():
+    t = Throughput()
+    t.add_stage("upstream", "a", 500, 1.0)
+    t.add_stage("upstream", "b", 500, 1.0)  # two actors worked: 1000 ex/s
+    t.add_stage("upstream", "idle", 0, 0.0)  # reported, never worked: not capacity
+    t.set_worker(0, 4000, 1.0)
+    assert t.rates() == (1000.0, 4000.0)
+    before = t.snapshot()
+    t.add_stage("upstream", "a", 250, 0.5)  # b died (or idles): only a works in the window
+    t.set_worker(0, 6000, 1.5)
+    assert t.since(before).rates() == (500.0, 4000.0)  # the old count-of-actors rule said 1000
+    assert t.since(before).measured_r() == 8.0

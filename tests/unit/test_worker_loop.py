@@ -159,10 +159,12 @@ class SaveThenCrash:
         raise Crash
 
 
-def test_restore_from_a_checkpoint_continues_with_exact_counts():
-    cfg = load_config(None, [*BASE, "echo.stage=before_augment", "echo.factor=1.5"])
+@pytest.mark.parametrize(("stage", "factor"), [("before_augment", "1.5"), ("after_augment", "auto")])
+def test_restore_from_a_checkpoint_continues_with_exact_counts(stage, factor):
+    # auto: echoed on the worker at the collector's 2.5; the checkpoint holds its pool of echoed rows
+    cfg = load_config(None, [*BASE, f"echo.stage={stage}", f"echo.factor={factor}"])
     idx = index_source(cfg.source)
-    ref, col = [], LocalCollector()
+    ref, col = [], LocalCollector(factor=2.5)
     ckpt = SaveThenCrash(ref)
     ref.append(local_loop(cfg, idx, col, checkpointer=ckpt))
     with pytest.raises(Crash):
@@ -172,14 +174,17 @@ def test_restore_from_a_checkpoint_continues_with_exact_counts():
     loop = local_loop(cfg, idx, col)
     loop.model.load_state_dict(ckpt.saved["model"])
     loop.opt.load_state_dict(ckpt.saved["opt"])
+    if factor == "auto":
+        assert len(ckpt.saved["pending"]["sample_id"]) > 0  # the pool, saved as the pending rows
     restored = Restored({"state": saved["loop_state"], "history": saved["history"]}, saved["rank_state"],
-                        ckpt.saved["consumed"], None)
+                        ckpt.saved["consumed"], ckpt.saved["pending"])
     final = loop.run(shuffled_batches(preprocessed_blocks(cfg, idx, 0, ckpt.saved["consumed"]), 32, 256, 8), restored)
     audit = col.audit_columns()
     rows = list(zip(audit["epoch"].tolist(), audit["sample_id"].tolist(), audit["view"].tolist(), strict=True))
     assert len(rows) == len(set(rows)) == final["trained_examples"]  # no row trained twice or lost
     assert final["fresh_examples"] == distinct(audit) > 2 * 192 - 32  # the stream's tail: < 1 batch untrained
-    assert [ev["epoch"] for ev in col.events] == [1, 2]
+    # auto: epoch 2 ends at 2 x 192 fresh, its last copies after it are scored at the stream's end
+    assert [ev["epoch"] for ev in col.events] == ([1, 2] if factor != "auto" else [1, 2, 3])
 
 
 class ThreadComm:

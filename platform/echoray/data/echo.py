@@ -64,15 +64,19 @@ def batch_repeats(seed: int, batch_index: int, factor: float) -> int:
 
 
 def next_auto_factor(current: float, measured_r: float, max_factor: float,
-                     alpha: float = 0.5, deadband: float = 0.05) -> float:
-    """One smoothing step of `factor: auto` toward the measured R (pure).
+                     alpha: float = 0.5, deadband: float = 0.05, first: bool = False) -> float:
+    """One step of `factor: auto` toward the measured R (pure).
 
     e moves a fraction alpha of the way to R, clipped to [1, max_factor]; changes
     under `deadband` (relative) are ignored so noise does not make e oscillate.
+    first: the run's first measurement sets e to R at once (there is nothing to smooth
+    yet, and every second at the start-up factor trains the run at the wrong e).
     """
     if not np.isfinite(measured_r) or measured_r <= 0:
         return current
     target = float(np.clip(measured_r, 1.0, max_factor))
+    if first:
+        return target
     if abs(target - current) <= deadband * current:
         return current
     return float(np.clip(current + alpha * (target - current), 1.0, max_factor))

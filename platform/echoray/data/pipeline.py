@@ -17,6 +17,7 @@ from echoray.config import PipelineConfig
 from echoray.data.plan import num_chunks, read_plan
 from echoray.data.sources import SourceIndex
 from echoray.data.stages import Preprocess
+from echoray.train.consumption_echo import echoes_on_worker
 
 
 def plan_block_chunks(planned_chunks: int, max_actors: int) -> int:
@@ -27,27 +28,42 @@ def plan_block_chunks(planned_chunks: int, max_actors: int) -> int:
     return max(1, min(4096, -(-planned_chunks // (4 * max_actors))))
 
 
+def rows_ahead_floor(cfg: PipelineConfig, block_rows: int) -> int:
+    """The least source.max_rows_ahead that cannot starve the workers: every worker's
+    shuffle buffer (or echo pool) and prefetched batches, plus two map tasks per actor."""
+    b = cfg.train.batch_size
+    shuffle = max(cfg.echo.shuffle_buffer, 2 * b) if cfg.echo.shuffle_buffer else 0  # loop.shuffle_buffer_rows
+    per_worker = shuffle + 8 * b  # Ray Data prefetch, the packer's carry, rows not yet reported
+    return cfg.scaling.num_workers * per_worker + 2 * block_rows * cfg.preprocess.actors.max_size
+
+
 def build_train_dataset(cfg: PipelineConfig, idx: SourceIndex, collector=None, first_epoch: int = 0,
                         consumed: dict[int, np.ndarray] | None = None) -> ray.data.Dataset:
     """The stream of plan epochs first_epoch.. without the `consumed` rows (a restored run)."""
     n_chunks = num_chunks(len(idx.train_ids), cfg.source.chunk_size)
     a = cfg.preprocess.actors
     planned = n_chunks * max(0, cfg.train.max_epochs - first_epoch)
+    block_chunks = plan_block_chunks(planned, a.max_size)
+    per_call = max(1, cfg.preprocess.batch_size // cfg.source.chunk_size)
+    max_ahead = None
+    if cfg.source.max_rows_ahead:  # a map task emits its rows when it ends: keep tasks small
+        block_chunks = min(block_chunks, per_call)
+        max_ahead = max(cfg.source.max_rows_ahead, rows_ahead_floor(cfg, block_chunks * cfg.source.chunk_size))
     blocks = read_plan(cfg.seed, cfg.train.max_epochs, n_chunks, first_epoch=first_epoch,
-                       block_chunks=plan_block_chunks(planned, a.max_size))
+                       block_chunks=block_chunks)
     if not blocks:  # restored after the last epoch: nothing left to read
         blocks = [{"epoch": np.zeros(0, np.int64), "chunk": np.zeros(0, np.int64)}]
     ds = ray.data.from_arrow([pa.table(b) for b in blocks])
-    example_echo = cfg.echo.stage in ("before_augment", "after_augment")
+    example_echo = cfg.echo.stage in ("before_augment", "after_augment") and not echoes_on_worker(cfg)
     ops = cfg.preprocess.augment.ops if cfg.preprocess.augment.on == "cpu" else None
     return ds.map_batches(
         Preprocess,
         fn_constructor_args=(
             idx, cfg.source.chunk_size, cfg.source.remote, ops, cfg.seed,
             cfg.echo.stage if example_echo else "none", cfg.echo.factor if example_echo else 1.0, collector,
-            consumed or None,
+            consumed or None, max_ahead,
         ),
-        batch_size=max(1, cfg.preprocess.batch_size // cfg.source.chunk_size),
+        batch_size=per_call,
         compute=ActorPoolStrategy(min_size=a.min_size, max_size=a.max_size),
         num_cpus=a.num_cpus,
         udf_modifying_row_count=True,  # reads expand chunks; echo repeats rows; replays drop rows

@@ -28,6 +28,8 @@ from echoray.data.replay import drop_consumed
 from echoray.data.sources.base import SourceError, SourceIndex, read_skipping
 from echoray.seeds import STREAM_AUGMENT, mix, to_int63
 
+STALE_S = 1.0
+
 
 def emulated_network_wait(remote: RemoteEmulation, n_requests: int, n_bytes: int, concurrency: int = 1) -> float:
     """Seconds a remote store would keep us waiting: per-request latency + transfer time.
@@ -58,7 +60,7 @@ class Preprocess:
 
     def __init__(self, idx: SourceIndex, chunk_size: int, remote: RemoteEmulation,
                  ops: list[AugmentOp] | None, seed: int, echo_stage: str, echo_factor: float | str,
-                 collector=None, consumed: dict[int, np.ndarray] | None = None):
+                 collector=None, consumed: dict[int, np.ndarray] | None = None, max_ahead: int | None = None):
         from echoray.data.sources import open_reader
 
         self.idx, self.chunk_size, self.remote, self.seed = idx, chunk_size, remote, seed
@@ -78,6 +80,8 @@ class Preprocess:
         self.factor = 1.0 if self.auto else float(echo_factor)
         self.collector = collector
         self.consumed = consumed  # a restored run: rows its steps already took (data/replay.py)
+        self.max_ahead = max_ahead  # source.max_rows_ahead (effective), or None
+        self.first_read: float | None = None
         self.actor = f"{os.uname().nodename}:{os.getpid()}"
 
     def read(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -90,7 +94,7 @@ class Preprocess:
             self._skip_bad(got.bad)
         n_bytes = sum(a.nbytes for a in got.images) if ragged else got.images.nbytes
         requests = requests_per_read(self.idx.kind, len(ids), len(parts))
-        wait = emulated_network_wait(self.remote, requests, n_bytes, self.idx.read_concurrency)
+        wait = emulated_network_wait(self._remote_now(), requests, n_bytes, self.idx.read_concurrency)
         if wait > 0:
             time.sleep(wait)  # waiting, not computing: what a network read costs
         return {
@@ -101,6 +105,16 @@ class Preprocess:
             "echo_copy": np.zeros(int(got.kept.sum()), dtype=np.int64),
             "echo_copies": np.ones(int(got.kept.sum()), dtype=np.int64),  # set by the echo, if any
         }
+
+    def _remote_now(self) -> RemoteEmulation:
+        """The emulated store as it is now (its latency may change mid-run)."""
+        now = time.monotonic()
+        if self.first_read is None:
+            self.first_read = now
+        r = self.remote
+        if r.change_after_s is not None and now - self.first_read >= r.change_after_s:
+            return r.model_copy(update={"latency_ms": r.latency_ms_after})
+        return r
 
     def _decoder(self, epochs: np.ndarray, ids: np.ndarray):
         """(decoder, ragged) for the read: the source's square decode unless the crop is
@@ -159,7 +173,28 @@ class Preprocess:
         if len(rows["sample_id"]):  # a block emptied by a replay or bad files is left out:
             yield rows  # Arrow cannot type an empty image column (it would pickle it)
 
+    def _wait_for_room(self) -> None:
+        """source.max_rows_ahead: wait (not busy time) until the worker group has started
+        and fewer than max_ahead fresh rows are read but not trained. The count comes from
+        heartbeats, which a worker blocked on its input cannot send: when it has not moved
+        for STALE_S the call goes ahead (the worker is waiting for exactly these rows)."""
+        if not self.max_ahead or self.collector is None:
+            return
+        import ray
+
+        last, since = None, time.monotonic()
+        while True:
+            ahead = ray.get(self.collector.rows_ahead.remote())
+            if ahead is not None and ahead < self.max_ahead:
+                return
+            if ahead != last:
+                last, since = ahead, time.monotonic()
+            elif ahead is not None and time.monotonic() - since >= STALE_S:
+                return
+            time.sleep(0.02)
+
     def _process(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        self._wait_for_room()
         t0 = time.perf_counter()
         rows = self.read(batch)
         n_read = len(rows["sample_id"])

@@ -6,6 +6,17 @@ audit. It also owns the live throughput figures and, for `echo.factor: auto`,
 the current echo factor. Working through an actor rather than files keeps it
 correct on a multi-node cluster where the driver's disk is not the workers'.
 
+`echo.factor: auto`, the control law. Measured: R = downstream / upstream rate in
+sample units from busy time (runtime/throughput.py): fresh rows per busy second of the
+preprocessing actors that worked in the window, summed; trained samples per train-step
+second of the workers, summed. How often: every AUTO_UPDATE_S (0.5 s), on the heartbeat
+after it, over the window since the last update (the first window opens after the first
+step; one without reports from both sides stays open). Damping: the first measurement
+sets e = R, later ones move e half-way (data/echo.py next_auto_factor, 5% dead band),
+always within [1, echo.max_factor]; e falls when R falls. Where e is applied: the worker
+takes it without waiting (train/worker_link.py live_factor) for each fresh batch it
+takes from the stream (train/consumption_echo.py).
+
 Faults: an epoch is final once a checkpoint covers it (Ray Train's controller says
 so through `committed`), because a worker group that fails later restarts from that
 checkpoint and replays the epochs after it; `attempt_started` then drops what the failed
@@ -24,7 +35,14 @@ import ray
 from echoray.data.echo import next_auto_factor
 from echoray.runtime.throughput import Throughput
 
-AUTO_UPDATE_S = 1.0
+# The control law of echo.factor: auto (README "Data echoing"): every AUTO_UPDATE_S, on
+# the heartbeat that comes after it, R is measured over the window since the last update
+# (busy-time rates, runtime/throughput.py) and e moves half-way toward it (5% dead band,
+# within [1, echo.max_factor]); the first measurement sets e to R outright. A window in
+# which the source or the workers reported nothing stays open until both have. 0.5 s:
+# two to four actor reports of 128 samples at R ~ 4 on digits, so one window is not noise
+# alone, and e reaches R about 1 s after the first step instead of 4 s (1.0 s, damped).
+AUTO_UPDATE_S = 0.5
 BAD_EXAMPLES_SHOWN = 5
 
 
@@ -58,6 +76,8 @@ class RunCollector:
         self.bad: dict[int, tuple[str, str]] = {}  # sample id -> (file, reason)
         self.seeded = bool(resume)
         self.attempts = 0  # worker groups started
+        self.reads_at_first_step: int | None = None
+        self.first_read_at: float | None = None
         self.workers: dict[int, tuple[int, int, int]] = {}  # rank -> (steps, trained, fresh), latest heartbeat
         if resume:  # a new driver continues a run: its checkpoint is the starting point
             self.commit = resume
@@ -69,6 +89,8 @@ class RunCollector:
     def stage(self, name: str, actor: str, rows: int, busy_s: float, reads: int = 0) -> None:
         self.throughput.add_stage(name, actor, rows, busy_s)
         self.source_reads += reads
+        if self.first_read_at is None and reads:
+            self.first_read_at = time.time() - busy_s  # the read began busy_s before its report
 
     def stage_totals(self) -> dict[str, dict[str, float]]:
         """stage -> rows, busy seconds and reporting actors (echoray bench-input)."""
@@ -78,6 +100,13 @@ class RunCollector:
 
     def echo_factor(self) -> float:
         return self.factor
+
+    def rows_ahead(self) -> int | None:
+        """Fresh rows read but not yet trained (None until a worker group has started):
+        what source.max_rows_ahead bounds."""
+        if not self.attempts:
+            return None
+        return self.source_reads - sum(fresh for _, _, fresh in self.workers.values())
 
     def bad_images(self, items: list[tuple[int, str, str]]) -> dict[str, Any]:
         """Undecodable training files (id, file, reason): skipped while they stay within
@@ -122,12 +151,16 @@ class RunCollector:
         self.workers[rank] = (step, trained, fresh)
         if self.first_step_at is None and step > 0:
             self.first_step_at = now
+            self.reads_at_first_step = self.source_reads  # the head start the pipeline had
         if self.recoveries and self.recoveries[-1]["first_step_at"] is None \
                 and step > self.recoveries[-1]["steps"]:
             self.recoveries[-1]["first_step_at"] = now
         self.last_progress = now
         self.throughput.set_worker(rank, trained, step_s)
-        if self.auto and now - self._window_at >= AUTO_UPDATE_S:
+        if self.auto and self.reads_at_first_step is not None and self._window_at < self.first_step_at:
+            # the first window opens after the first step (its warm-up is not the step's rate)
+            self._window, self._window_at = self.throughput.snapshot(), now
+        elif self.auto and now - self._window_at >= AUTO_UPDATE_S:
             self._update_factor(now)
         return self.aborted is not None
 
@@ -135,7 +168,8 @@ class RunCollector:
         recent = self.throughput.since(self._window)
         r = recent.measured_r()
         if r is not None:
-            self.factor = next_auto_factor(self.factor, r, self.max_factor)
+            first = not self.factor_history and not self.seeded  # a resumed run keeps its saved factor
+            self.factor = next_auto_factor(self.factor, r, self.max_factor, first=first)
             self.factor_history.append({"time": now, "factor": self.factor, "measured_R": r})
             self._window, self._window_at = self.throughput.snapshot(), now
 
@@ -205,6 +239,8 @@ class RunCollector:
             "factor_history": self.factor_history[factor_since:],
             "last_progress": self.last_progress,
             "first_step_at": self.first_step_at,
+            "reads_at_first_step": self.reads_at_first_step,
+            "first_read_at": self.first_read_at,
             "source_reads": self.source_reads,
             "upstream_examples_per_s": up,
             "downstream_examples_per_s": down,

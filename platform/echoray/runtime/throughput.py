@@ -4,9 +4,11 @@ Each preprocessing stage reports (actor, rows, busy seconds); workers report
 (trained samples, seconds inside the train step). Samples, not rows: a sample's M
 batch-augmentation views count once (once per group in grouped mode), so the
 downstream rate is samples/s and R for M = 4 differs from M = 1 only by what the
-extra views really cost, and `factor: auto` does not mistake views for echoes. A stage's rate is its rows
-per busy second times the actors working in parallel; a chain of pools runs as
-fast as its slowest pool; data-parallel workers add up. R = downstream rate /
+extra views really cost, and `factor: auto` does not mistake views for echoes. A stage's rate is the
+sum over its actors of each one's rows per busy second, counting only actors that did
+work (in a window from `since`, only those that worked in the window), so an idle
+actor of an autoscaled pool, or one that died, does not inflate it; a chain of pools
+runs as fast as its slowest pool; data-parallel workers add up. R = downstream rate /
 upstream rate, i.e. t_up / t_down per example, the paper's ratio.
 """
 
@@ -41,13 +43,11 @@ class Throughput:
         self.workers[rank] = Totals(trained, step_s)
 
     def stage_rate(self, stage: str) -> float | None:
-        actors = self.stages.get(stage, {})
-        rows = sum(t.rows for t in actors.values())
-        busy = sum(t.busy_s for t in actors.values())
-        return rows / busy * len(actors) if busy > 0 and rows > 0 else None
+        rates = [t.rows / t.busy_s for t in self.stages.get(stage, {}).values() if t.rows > 0 and t.busy_s > 0]
+        return sum(rates) if rates else None
 
     def train_rate(self) -> float | None:
-        rates = [t.rows / t.busy_s for t in self.workers.values() if t.busy_s > 0]
+        rates = [t.rows / t.busy_s for t in self.workers.values() if t.busy_s > 0 and t.rows > 0]
         return sum(rates) if rates else None
 
     def rates(self) -> tuple[float | None, float | None]:

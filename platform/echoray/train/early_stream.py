@@ -27,10 +27,13 @@ def shuffle_buffer_rows(cfg: PipelineConfig) -> int | None:
 
 def batch_stream(data, cfg: PipelineConfig, group: int) -> Iterable[dict]:
     """The batches a reading worker takes from `data` (its Ray Train shard, or the Dataset
-    of a run trained in process): exact sizes, a seeded local shuffle per group."""
+    of a run trained in process): exact sizes, a seeded local shuffle per group (none when
+    the worker echoes at consumption time: it shuffles in its own pool, after the echo)."""
+    from echoray.train.consumption_echo import echoes_on_worker  # numpy only, no torch
+
     return data.iter_batches(
         batch_size=cfg.train.batch_size, batch_format="numpy", drop_last=True,
-        local_shuffle_buffer_size=shuffle_buffer_rows(cfg),
+        local_shuffle_buffer_size=None if echoes_on_worker(cfg) else shuffle_buffer_rows(cfg),
         local_shuffle_seed=derive_seed(cfg.seed, STREAM_SAMPLER, group), prefetch_batches=2)
 
 

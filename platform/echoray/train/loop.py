@@ -10,6 +10,8 @@ fixed number of optimizer steps (the same on every worker, so DDP stays in
 lockstep), or, with `echo.factor: auto`, the point where the global count of
 fresh examples passes another training split; then all workers evaluate,
 all-reduce and decide together whether the target or the budget is reached.
+Under `echo.factor: auto` (example echo) the reading worker echoes the rows as it takes
+them from the stream (train/consumption_echo.py), so the live factor is the one trained.
 `train.evals_per_epoch: k` puts k such evaluations into every epoch, evenly spaced
 (every spe/k steps, or every n_train/k fresh examples); `epoch` in the records then
 numbers evaluation points and `data_epochs` (= epoch / k) says how many epochs they are.
@@ -29,7 +31,7 @@ import torch
 from echoray.config import PipelineConfig
 from echoray.data.augment import output_size
 from echoray.data.replay import ConsumedLog
-from echoray.seeds import STREAM_MODEL, derive_seed
+from echoray.seeds import STREAM_MODEL, STREAM_SAMPLER, derive_seed
 from echoray.train.accounting import AuditBuffer
 from echoray.train.batch_augment import (
     backward_views,
@@ -39,6 +41,7 @@ from echoray.train.batch_augment import (
     worker_views,
 )
 from echoray.train.batching import pack_unique
+from echoray.train.consumption_echo import ConsumptionEcho, agree_min, echoes_on_worker
 from echoray.train.device import LossMeter, Precision, ToDevice, memory_format
 from echoray.train.early_stream import batch_stream, shuffle_buffer_rows  # noqa: F401 - re-exported
 from echoray.train.evaluate import Normalizer
@@ -129,10 +132,16 @@ class WorkerLoop:
         self.audit = AuditBuffer(cfg.audit.enabled)
         self.consumed = ConsumedLog()
         self.pending: tuple | None = None  # (batch, next repeat, repeats) cut short by a checkpoint
+        # echo.factor: auto decided as rows are taken from the stream (train/consumption_echo.py)
+        self.worker_echo = echoes_on_worker(cfg)
+        self.echo_stage: ConsumptionEcho | None = None
+        self.restored_pool: dict[str, np.ndarray] | None = None
         self.loss = LossMeter()
         self.t_start = time.time()
         self.t_first: float | None = None
         self._last_beat = 0.0
+        # source.max_rows_ahead paces the source by the fresh counts heartbeats carry: every step
+        self.beat_every = 0.0 if cfg.source.max_rows_ahead else HEARTBEAT_S
 
     # --- setup and restore ---
     def setup(self) -> None:
@@ -171,7 +180,9 @@ class WorkerLoop:
         self.history[:] = restored.meta["history"]
         self.t_start = time.time() - self.state.elapsed_s  # elapsed time continues
         self.consumed = ConsumedLog(restored.consumed)
-        if restored.pending is not None:
+        if restored.pending is not None and self.worker_echo:
+            self.restored_pool = restored.pending  # echoed rows the checkpoint had not trained
+        elif restored.pending is not None:
             self.pending = (restored.pending, self.state.next_rep, self.state.reps)
 
     def input_batches(self, source: Iterable[dict] | None) -> Iterator[dict[str, np.ndarray]]:
@@ -179,7 +190,14 @@ class WorkerLoop:
         grouped mode the group's reader broadcasts every batch to its members."""
         cfg = self.cfg
         batches = source
-        if self.reads:
+        if self.reads and self.worker_echo:
+            self.echo_stage = ConsumptionEcho(
+                cfg.seed, cfg.train.batch_size, shuffle_buffer_rows(cfg) or cfg.train.batch_size,
+                self.env.link.live_factor, derive_seed(cfg.seed, STREAM_SAMPLER, self.group),
+                on_take=lambda b: self.consumed.add(b["epoch"], b["sample_id"], b["echo_copy"]),
+                agree=agree_min(self.env.comm.gather) if self.world > 1 else None, pool=self.restored_pool)
+            batches = self.echo_stage.batches(source)
+        elif self.reads:
             separate = cfg.echo.separate_copies and cfg.echo.stage in ("before_augment", "after_augment")
             batches = pack_unique(source, cfg.train.batch_size, max_carry=None if separate else 0)
         if self.grouped:
@@ -238,7 +256,7 @@ class WorkerLoop:
     def record_batch(self, batch: dict[str, np.ndarray]) -> None:
         self.state.batches += 1
         self.state.dup_batches += has_duplicates(batch)
-        if self.reads:
+        if self.reads and not self.worker_echo:  # worker echo logs rows as it takes them
             self.consumed.add(batch["epoch"], batch["sample_id"], batch["echo_copy"])
 
     def make_inputs(self, batch: dict[str, np.ndarray]):
@@ -274,10 +292,11 @@ class WorkerLoop:
         )
 
     def heartbeat(self) -> None:
-        """Progress to the collector every HEARTBEAT_S, without waiting for its reply."""
+        """Progress to the collector every HEARTBEAT_S (every step with source.max_rows_ahead),
+        without waiting for its reply."""
         c = self.state.counters
         now = time.perf_counter()
-        if c.steps == 1 or now - self._last_beat >= HEARTBEAT_S:
+        if c.steps == 1 or now - self._last_beat >= self.beat_every:
             if self.env.link.beat(self.rank, c.steps, c.samples, c.step_s, fresh=c.fresh):
                 raise RunAborted("the driver stopped this run")
             self._last_beat = now
@@ -341,13 +360,14 @@ class WorkerLoop:
     def save_checkpoint(self, pending: tuple | None) -> None:
         """Every rank, at the same step: model, optimizer, LoopState, consumed rows, audit."""
         s = self.state
+        pool = self.echo_stage.pending() if self.echo_stage is not None else None
         run_part, rank_part = s.to_checkpoint(
             elapsed_s=time.time() - self.t_start, train_s=self.train_s(),
             next_rep=pending[1] if pending else 0, reps=pending[2] if pending else 0,
             amp_scaler=self.precision.state_dict())
         self.env.checkpointer.save(
             model=self.model, opt=self.opt, epoch=s.epoch, steps=s.counters.steps, history=self.history,
-            loop_state=run_part, rank_state=rank_part, pending=pending[0] if pending else None,
+            loop_state=run_part, rank_state=rank_part, pending=pending[0] if pending else pool,
             audit=self.audit.take_for_checkpoint())
 
     def send_audit(self) -> None:

@@ -1,0 +1,130 @@
+"""`echo.factor: auto` decided at consumption time, on the worker side of the stream.
+
+Why here and not in the preprocessing actor: Ray Data runs ahead of the workers. An
+actor emits a map task's rows as one block when the task ends, and before the first
+train step (tens of seconds of worker start-up on a loaded 2-core machine) it had read
+the whole digits run, 20 epochs, all echoed at the start-up factor 1.0: the run trained
+at e = 1.00 although the factor reached 4 within 2 s (measured: benchmarks/echo.py,
+issue 14). Whatever was produced before a factor change was echoed at the old factor.
+
+So under `auto` (echo after augmentation, or before it when the augmentation runs on
+the worker) the actor emits every sample once, and the worker echoes each fresh row
+when it takes it out of the stream, with the factor of that moment: echo_rows (the
+same per-item floor(e) + Bernoulli(frac(e)) draw, keyed by (seed, epoch, sample_id))
+into a pool of `capacity` rows (echo.shuffle_buffer) that is topped up before every
+batch and from which each batch of B rows is drawn at random, copies of one sample
+kept apart (the shuffle buffer and batch packer of the fixed-factor path, in one). A
+factor change reaches training within one pool of rows (512 at batch 64: 8 steps).
+
+What stays exact:
+- fresh accounting: a sample's copies are all made at once, so `echo_copies` is the
+  count its rows carry (train/fresh.py);
+- replay: the rows a worker took from the stream are logged as consumed when taken (copy
+  0, as the actor emitted them) and the pool of echoed rows not yet trained is saved in
+  the checkpoint (as its pending rows) and put back first on restore: the restored stream
+  skips the taken rows, the pool supplies their untrained copies;
+- DDP lockstep: ranks echo different samples, so their row counts differ. Before the
+  promised batches run out, the ranks agree (one gather) on the fewest batches every
+  rank's pool can still fill: floor(pool rows / B) after topping up, at least
+  capacity // B steps apart; when one rank cannot fill another batch, all stop together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+
+import numpy as np
+
+from echoray.data.echo import echo_rows
+from echoray.train.fresh import sample_keys
+
+Batch = dict[str, np.ndarray]
+
+
+def _cat(a: Batch | None, b: Batch) -> Batch:
+    return b if a is None or not len(a["sample_id"]) else {k: np.concatenate([a[k], b[k]]) for k in b}
+
+
+def _rows(b: Batch | None) -> int:
+    return 0 if b is None else len(b["sample_id"])
+
+
+def agree_min(gather: Callable[[object], list]) -> Callable[[int], int]:
+    """The fewest batches any rank can fill (a collective: every rank calls it)."""
+    return lambda available: int(min(gather(int(available))))
+
+
+class ConsumptionEcho:
+    """Pool of echoed rows between the stream and the train step (see the module docstring).
+
+    factor: the live echo factor (read once per fresh batch taken from the stream);
+    on_take(batch): called with every fresh batch taken (the consumed log);
+    agree(available) -> batches all ranks can make (world 1: available itself)."""
+
+    def __init__(self, seed: int, batch_size: int, capacity: int, factor: Callable[[], float], rng_seed: int,
+                 on_take: Callable[[Batch], None] | None = None, agree: Callable[[int], int] | None = None,
+                 pool: Batch | None = None):
+        self.seed, self.batch_size = seed, batch_size
+        self.capacity = max(capacity, batch_size)
+        self.factor, self.on_take = factor, on_take
+        self.agree = agree or (lambda available: available)
+        self.rng = np.random.default_rng(rng_seed)
+        self.pool: Batch | None = pool if _rows(pool) else None
+        self.factors: list[float] = []  # the factor of each fresh batch taken (what the run trained with)
+
+    def feed(self, batch: Batch) -> None:
+        """Echo one fresh batch at the factor of this moment into the pool."""
+        if self.on_take is not None:
+            self.on_take(batch)
+        e = float(self.factor())
+        self.factors.append(e)
+        self.pool = _cat(self.pool, echo_rows(batch, e, self.seed))
+
+    def take(self) -> Batch:
+        """B random pool rows, one copy per sample where the pool allows it."""
+        n = _rows(self.pool)
+        perm = self.rng.permutation(n)
+        keys = sample_keys(self.pool["epoch"][perm], self.pool["sample_id"][perm])
+        _, first = np.unique(keys, return_index=True)
+        order = np.sort(first)
+        if len(order) < self.batch_size:  # too few distinct samples: copies share the batch
+            order = np.concatenate([order, np.setdiff1d(np.arange(n), order)])
+        chosen = perm[order[: self.batch_size]]
+        keep = np.ones(n, dtype=bool)
+        keep[chosen] = False
+        batch = {k: v[chosen] for k, v in self.pool.items()}
+        self.pool = {k: v[keep] for k, v in self.pool.items()}
+        return batch
+
+    def batches(self, source: Iterable[Batch] | None) -> Iterator[Batch]:
+        it = iter(source) if source is not None else iter(())
+        exhausted, promised = False, 0
+        while True:
+            while not exhausted and _rows(self.pool) < self.capacity:
+                fresh = next(it, None)
+                if fresh is None:
+                    exhausted = True
+                elif len(fresh["sample_id"]):
+                    self.feed(fresh)
+            if promised == 0:
+                promised = self.agree(_rows(self.pool) // self.batch_size)
+                if promised <= 0:
+                    return
+            promised -= 1
+            yield self.take()
+
+    def pending(self) -> Batch | None:
+        """The echoed rows not trained yet (a checkpoint's pending rows)."""
+        return {k: v.copy() for k, v in self.pool.items()} if _rows(self.pool) else None
+
+
+def echoes_on_worker(cfg) -> bool:
+    """Whether the run echoes at consumption time (this module) instead of in the actor:
+    `auto` with echo after augmentation, or before an augmentation that runs on the
+    worker (or with none). Before a CPU augmentation the copies need the actor's
+    per-copy augmentation, so that case stays in the actor (its factor lags the stream)."""
+    e = cfg.echo
+    if e.factor != "auto":
+        return False
+    aug = cfg.preprocess.augment
+    return e.stage == "after_augment" or (e.stage == "before_augment" and (aug.on == "worker" or not aug.ops))
