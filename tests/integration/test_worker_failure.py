@@ -72,14 +72,22 @@ def test_killed_worker_is_replaced_and_counts_stay_exact(local_ray, s3, tmp_path
                              "echo.factor=1.5",
                              # 0.95, not 0.9: at e = 1.5 a 0.9 target was once reached in the
                              # epoch after the second checkpoint, before the kill landed.
-                             "train.target=0.95", "train.max_epochs=20"])
+                             "train.target=0.95", "train.max_epochs=20",
+                             # 0.95 is still reached at epoch 3 (0.967), which trained in 0.9 s,
+                             # about the time from epoch 2's checkpoint to the kill (driver poll,
+                             # MLflow, this test's poll, the state API): the kill landed after
+                             # the run's end, or in its finish, in 3 of 3 runs. Reads waiting
+                             # 40 ms per 16 samples slow the epochs, and the kill follows epoch
+                             # 1's checkpoint: it landed at step 67-93 of 99 after epoch 2's
+                             # (5 runs), so epoch 2 and 3 together leave it a margin.
+                             "source.remote.latency_ms=40"])
     out = tmp_path / "run"
     thread, box = train_in_background(cfg, out)
     run_id = wait_for(lambda: (out / "run.json").exists() and json.loads((out / "run.json").read_text())[
         "mlflow_run_id"], 300, "the MLflow run")
     client = MlflowClient(sqlite_uri)
-    # Epoch 2 is logged once its checkpoint is registered: kill the worker in the epochs after it.
-    wait_for(lambda: len(logged_epochs(client, run_id)) >= 2, 300, "two checkpointed epochs")
+    # Epoch 1 is logged once its checkpoint is registered: kill the worker in the epochs after it.
+    wait_for(lambda: len(logged_epochs(client, run_id)) >= 1, 300, "a checkpointed epoch")
     pid = train_worker_pid()
     assert pid is not None, "the run ended before its worker could be killed"
     killed_at = time.time()
@@ -89,7 +97,7 @@ def test_killed_worker_is_replaced_and_counts_stay_exact(local_ray, s3, tmp_path
     s = box["summary"]
 
     restarts = s["faults"]["worker_group_restarts"]
-    assert len(restarts) == 1 and restarts[0]["from_epoch"] >= 2
+    assert len(restarts) == 1 and restarts[0]["from_epoch"] >= 1
     failure = s["faults"]["worker_failures"][0]
     recovery_s = restarts[0]["first_step_at"] - killed_at
     print(f"\nworker killed after epoch {restarts[0]['from_epoch']}: failure seen "

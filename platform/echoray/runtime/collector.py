@@ -20,7 +20,13 @@ takes from the stream (train/consumption_echo.py).
 Faults: an epoch is final once a checkpoint covers it (Ray Train's controller says
 so through `committed`), because a worker group that fails later restarts from that
 checkpoint and replays the epochs after it; `attempt_started` then drops what the failed
-attempt reported beyond the checkpoint, so nothing is counted twice. Errors that a
+attempt reported beyond the checkpoint, so nothing is counted twice. Rank 0's `finish`
+does not make the epochs after the last checkpoint final: the worker can still die
+before Ray Train sees its function return, and Ray Train then replays them from the
+checkpoint (the target reached at epoch 3, the worker SIGKILLed during its `finish`:
+the driver had kept the killed attempt's epoch 3, fresh 4389, while the replay trained
+4383 distinct samples; tests/integration/test_worker_failure.py). They are final once
+the fit has ended (`poll(..., ended=True)`). Errors that a
 retry cannot fix (bad data) are recorded by `fatal` so the driver stops at once.
 """
 
@@ -189,6 +195,7 @@ class RunCollector:
         training stream was built for, which must be the one the workers restored."""
         self.attempts += 1
         self.last_progress = time.time()
+        self.final = None  # a failed attempt's final record is not the run's
         for e in [e for e in self.by_epoch if e > epoch]:
             del self.by_epoch[e]
         self.audit = [{k: v[part["step"] < steps] for k, v in part.items()} for part in self.audit]
@@ -201,8 +208,10 @@ class RunCollector:
         return self.commit["checkpoint"].path if self.commit else None
 
     def finish(self, record: dict[str, Any]) -> None:
+        """Rank 0's final record. Not the end of the attempt: see the module docstring."""
         self.final = record
-        self.final_epoch = max([self.final_epoch, *self.by_epoch])
+        if not self.checkpointed:
+            self.final_epoch = max([self.final_epoch, *self.by_epoch])
 
     def sync(self) -> bool:
         """A barrier: calls from one caller run in order, so earlier sends have landed."""
@@ -226,8 +235,11 @@ class RunCollector:
         return self.controller
 
     # --- for the driver ---
-    def poll(self, since: int, factor_since: int = 0, final_since: int = 0) -> dict[str, Any]:
+    def poll(self, since: int, factor_since: int = 0, final_since: int = 0, ended: bool = False) -> dict[str, Any]:
+        """ended: the fit has returned (no worker group can replay an epoch any more)."""
         up, down = self.throughput.rates()
+        if ended:
+            self.final_epoch = max([self.final_epoch, *self.by_epoch])
         final = []
         e = final_since + 1
         while e <= self.final_epoch and e in self.by_epoch:  # in order, no gaps

@@ -96,7 +96,7 @@ def watch_fit(
         # finish (a run trained in process, train/in_process.py) ended between a poll and
         # the check after it in 2 of 20 digits trials ("no final report from rank 0").
         ended = not thread.is_alive()
-        state = ray.get(collector.poll.remote(seen, seen_factors, final_since))
+        state = ray.get(collector.poll.remote(seen, seen_factors, final_since, ended))
         if on_tick:
             on_tick(state["tick"], state["echo_factor"])
         for ev in state["events"]:
