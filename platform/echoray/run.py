@@ -141,10 +141,7 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
     pipeline, t0, run_id = _open_mlflow_run(cfg, logger, run_dir, pipeline, t0, resume, hooks, TRAIN_RUN_NAME)
     write_run_state(run_dir, mlflow_run_id=run_id, tracking_uri=uri, pipeline=pipeline, started_at=t0,
                     storage=storage, resumes=resume.resumes if resume else None)
-    if cfg.source.remote.latency_ms or cfg.source.remote.bandwidth_mb_s:
-        r = cfg.source.remote
-        say(f"source: EMULATED remote store ({r.latency_ms:g} ms per request, "
-            f"{r.bandwidth_mb_s or 'unlimited'} MB/s): reads sleep, no network is used")
+    _say_emulated_source(cfg)
     in_process = hooks.in_process and not resume and trains_in_process(cfg, use_gpu)
     say(f"run {run_dir}  |  MLflow run {run_id}  |  {len(idx.train_ids)} train / {len(idx.eval_ids)} "
         f"held-out examples  |  {cfg.scaling.num_workers} worker(s) on {'GPU' if use_gpu else 'CPU'}")
@@ -213,6 +210,13 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
     finally:
         _end_collector(collector, status, in_process)
         logger.end(status)
+
+
+def _say_emulated_source(cfg: PipelineConfig) -> None:
+    r = cfg.source.remote
+    if r.latency_ms or r.bandwidth_mb_s:
+        say(f"source: EMULATED remote store ({r.latency_ms:g} ms per request, "
+            f"{r.bandwidth_mb_s or 'unlimited'} MB/s): reads sleep, no network is used")
 
 
 def _end_collector(collector, status: str, in_process: bool) -> None:
