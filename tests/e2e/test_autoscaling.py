@@ -148,7 +148,13 @@ def test_autoscaler_launches_node_types_places_work_and_scales_down(fake_cluster
         ns = state(c, "nodes")
         return ns if all(n["state"] == "DEAD" for n in ns if kind(n) != "head") else None
 
-    nodes = {n["node_id"]: n for n in wait_until(all_workers_dead, 240, "idle nodes removed", c)}
+    try:
+        nodes = {n["node_id"]: n for n in wait_until(all_workers_dead, 240, "idle nodes removed", c)}
+    except TimeoutError as exc:  # say what kept a node: its live actors, or none (the autoscaler)
+        alive = {n["node_id"]: kind(n) for n in state(c, "nodes") if kind(n) != "head" and n["state"] != "DEAD"}
+        held = [(a["class_name"], alive[a["node_id"]]) for a in state(c, "actors")
+                if a["state"] == "ALIVE" and a.get("node_id") in alive]
+        raise TimeoutError(f"{exc}; alive worker nodes {sorted(alive.values())}, their live actors {held}") from None
     got = {"head_up_with_autoscaler_s": round(ready_s, 1), **figures(c, nodes, job),
            "scaled_to_zero_after_submit_s": round(time.time() - job.start_time / 1000, 1)}
     print("AUTOSCALING", json.dumps(got))
