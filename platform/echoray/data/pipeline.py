@@ -18,6 +18,7 @@ from echoray.data.plan import num_chunks, read_plan
 from echoray.data.sources import SourceIndex
 from echoray.data.stages import Preprocess
 from echoray.train.consumption_echo import echoes_on_worker
+from echoray.train.early_stream import shuffle_buffer_rows
 
 
 def plan_block_chunks(planned_chunks: int, max_actors: int) -> int:
@@ -31,9 +32,7 @@ def plan_block_chunks(planned_chunks: int, max_actors: int) -> int:
 def rows_ahead_floor(cfg: PipelineConfig, block_rows: int) -> int:
     """The least source.max_rows_ahead that cannot starve the workers: every worker's
     shuffle buffer (or echo pool) and prefetched batches, plus two map tasks per actor."""
-    b = cfg.train.batch_size
-    shuffle = max(cfg.echo.shuffle_buffer, 2 * b) if cfg.echo.shuffle_buffer else 0  # loop.shuffle_buffer_rows
-    per_worker = shuffle + 8 * b  # Ray Data prefetch, the packer's carry, rows not yet reported
+    per_worker = (shuffle_buffer_rows(cfg) or 0) + 8 * cfg.train.batch_size  # Ray Data prefetch, the packer's carry, rows not yet reported
     return cfg.scaling.num_workers * per_worker + 2 * block_rows * cfg.preprocess.actors.max_size
 
 
