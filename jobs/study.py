@@ -12,7 +12,7 @@ the study's MLflow run.
 
 import sys
 
-from echoray.cli import main
+from echoray.cli import entry
 
 if __name__ == "__main__":
-    sys.exit(main(["study", *sys.argv[1:]]))
+    entry(["study", *sys.argv[1:]])

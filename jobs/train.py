@@ -27,7 +27,7 @@ FAILED). Results go to MLFLOW_TRACKING_URI (cluster.yaml's head exports it) or
 
 import sys
 
-from echoray.cli import main
+from echoray.cli import entry
 
 if __name__ == "__main__":
-    sys.exit(main(["train", *sys.argv[1:]]))
+    entry(["train", *sys.argv[1:]])

@@ -12,7 +12,7 @@ Resume an interrupted search with `python jobs/tune.py --resume runs/search`.
 
 import sys
 
-from echoray.cli import main
+from echoray.cli import entry
 
 if __name__ == "__main__":
-    sys.exit(main(["tune", *sys.argv[1:]]))
+    entry(["tune", *sys.argv[1:]])

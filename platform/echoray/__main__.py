@@ -1,5 +1,3 @@
-import sys
+from echoray.cli import entry
 
-from echoray.cli import main
-
-sys.exit(main())
+entry()

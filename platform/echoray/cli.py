@@ -131,7 +131,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"echoray: run failed: {describe_failure(exc)}", file=sys.stderr)
         return EXIT_FAILED
     finally:
-        if not ray_was_up:
+        # Ray is shut down only once no fit thread is blocked in it (runtime/monitor.py
+        # FIT_THREAD); entry() leaves without Ray's atexit when one still is.
+        if not ray_was_up and not _fit_thread_running(wait_s=10):
             _shutdown_ray()
 
 
@@ -166,6 +168,25 @@ def _dispatch(args: argparse.Namespace, cfg, resume, t0: float) -> int:
     return EXIT_OK
 
 
+def entry(argv: list[str] | None = None) -> None:
+    """The console script and the job entrypoints: `main`, then exit with its status. A
+    fit thread still blocked inside Ray (a stalled run whose controller never answered
+    the abort) is left with os._exit after the output is flushed: the MLflow run and the
+    run folder were closed by then, and the job's actors die with this driver."""
+    code = main(argv)
+    if "echoray.runtime.monitor" in sys.modules and _fit_thread_running(wait_s=0):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
+
+
+def _fit_thread_running(wait_s: float) -> bool:
+    from echoray.runtime.monitor import fit_thread_running
+
+    return fit_thread_running(wait_s)
+
+
 def _ray_is_up() -> bool:
     ray = sys.modules.get("ray")
     return bool(ray is not None and ray.is_initialized())
@@ -179,4 +200,4 @@ def _shutdown_ray() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

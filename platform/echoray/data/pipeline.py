@@ -83,8 +83,6 @@ class TrainStream:
         from echoray.train.checkpoint import read_replay
 
         quiet_data()  # this runs in Ray Train's controller, not the driver
-        # ... so it can hand the controller to the driver, which stops it if the run fails.
-        self.collector.register_controller.remote(ray.get_runtime_context().current_actor)
         commit = ray.get(self.collector.latest_checkpoint.remote())
         first_epoch, consumed = read_replay(commit["checkpoint"]) if commit else (0, None)
         return build_train_dataset(self.cfg, self.idx, self.collector, first_epoch, consumed)

@@ -11,6 +11,12 @@ import ray
 
 from echoray.runtime.resources import ResourcePlan, format_shortfall, shortfall
 
+# The thread that runs a fit on the driver. One the driver gave up on (stall, bad data,
+# interrupt) can still be blocked inside Ray; shutting Ray down under it crashed the
+# process at exit (SIGSEGV after the right stall message, twice in CI), so the CLI waits
+# for it (an aborted controller lets it return) and otherwise leaves without Ray's atexit.
+FIT_THREAD = "echoray-fit"
+
 
 class StallError(RuntimeError):
     pass
@@ -46,10 +52,26 @@ def stop_training(collector, reason: str) -> None:
     collector.abort.remote(reason)  # and a worker group started meanwhile returns at once
     try:
         controller = ray.get(collector.get_controller.remote(), timeout=10)
-        if controller is not None:
-            controller.abort.remote()
+        if controller is None:
+            return
+        controller.abort.remote()
+        # The abort runs between the controller's steps; one blocked in its placement-group
+        # wait (a stalled run) answers only when that wait times out (Ray Train's worker
+        # group start timeout, 60 s): the driver waited 30 s for nothing, measured. Then
+        # it is killed; Ray Train's placement-group cleaner frees what it held.
+        if fit_thread_running(wait_s=5):
+            ray.kill(controller, no_restart=True)
     except Exception:  # noqa: BLE001 - best effort while failing
         pass
+
+
+def fit_thread_running(wait_s: float = 0.0) -> bool:
+    """Whether a fit thread is still running after waiting up to `wait_s` for it to end."""
+    deadline = time.time() + wait_s
+    for t in threading.enumerate():
+        if t.name == FIT_THREAD:
+            t.join(max(0.0, deadline - time.time()))
+    return any(t.name == FIT_THREAD and t.is_alive() for t in threading.enumerate())
 
 
 def watch_fit(
@@ -84,7 +106,7 @@ def watch_fit(
         except BaseException as exc:  # re-raised on the main thread
             outcome["error"] = exc
 
-    thread = threading.Thread(target=target, name="echoray-fit", daemon=True)
+    thread = threading.Thread(target=target, name=FIT_THREAD, daemon=True)
     started = time.time()
     thread.start()
     seen = seen_factors = seen_restarts = 0

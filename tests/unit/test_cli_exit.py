@@ -1,0 +1,54 @@
+"""How the console script leaves when a fit thread is still blocked inside Ray (a stalled
+run's controller never answered the abort): with main's exit status, its output flushed,
+and without atexit handlers (Ray's atexit shutdown under that thread crashed the process
+with SIGSEGV after the right stall message, twice in CI). With no such thread it exits
+normally, atexit included."""
+
+import subprocess
+import sys
+import threading
+
+from echoray.runtime.monitor import FIT_THREAD, fit_thread_running
+from helpers import REPO
+
+SCRIPT = """
+import atexit, sys, threading
+sys.path.insert(0, {platform!r})
+import echoray.cli as cli
+from echoray.runtime.monitor import FIT_THREAD
+
+def fake_main(argv=None):
+    if {stuck}:
+        threading.Thread(target=threading.Event().wait, name=FIT_THREAD, daemon=True).start()
+    print("echoray: no training progress", end="")  # unflushed when the process leaves
+    return 1
+
+atexit.register(lambda: print(" ATEXIT", end=""))
+cli.main = fake_main
+cli.entry()
+"""
+
+
+def run_entry(stuck: bool) -> subprocess.CompletedProcess:
+    code = SCRIPT.format(platform=str(REPO / "platform"), stuck=stuck)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+
+def test_entry_with_a_stuck_fit_thread_exits_with_mains_status_flushed_and_skips_atexit():
+    out = run_entry(stuck=True)
+    assert (out.returncode, out.stdout) == (1, "echoray: no training progress"), out.stderr
+
+
+def test_entry_without_a_fit_thread_exits_normally_running_atexit():
+    out = run_entry(stuck=False)
+    assert (out.returncode, out.stdout) == (1, "echoray: no training progress ATEXIT"), out.stderr
+
+
+def test_fit_thread_running_waits_for_a_thread_that_ends_and_reports_one_that_does_not():
+    release = threading.Event()
+    t = threading.Thread(target=release.wait, name=FIT_THREAD, daemon=True)
+    t.start()
+    assert fit_thread_running(wait_s=0.2)  # still blocked after the wait
+    threading.Timer(0.2, release.set).start()
+    assert not fit_thread_running(wait_s=10)  # ended within the wait
+    assert not t.is_alive()
