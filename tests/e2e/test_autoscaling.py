@@ -135,8 +135,16 @@ def test_autoscaler_launches_node_types_places_work_and_scales_down(fake_cluster
         if a["node_id"] is None:  # never placed (created and killed while pending): ran nowhere
             continue
         ran.setdefault(a["class_name"], []).append(kind(nodes[a["node_id"]]))
-    assert ran["MapWorker(MapBatches(Preprocess))"] == ["cpu_worker"], ran
-    assert ran["RayTrainWorker"] == ["gpu_worker"], ran
+    # Each on its type. The worker group may have started more than once: in one CI run,
+    # three RayTrainWorkers (three DatasetManagers, one preprocessing actor) all ran on
+    # gpu_worker, i.e. Ray Train retried a group start (a start is retried without counting
+    # as a failure; the duplicate gpu_worker above is one way to lose a starting actor). The
+    # run's exactness below is what a retry must not break; the job's own words are shown.
+    said = r"worker group restarted|WorkerGroupStartup|ActorDied|RayActorError"
+    retries = [ln for ln in res.stdout.splitlines() if re.search(said, ln)]
+    assert ran["MapWorker(MapBatches(Preprocess))"] == ["cpu_worker"], (ran, retries)
+    assert set(ran["RayTrainWorker"]) == {"gpu_worker"}, (ran, retries)
+    print(f"worker group starts {len(ran['RayTrainWorker'])}; job lines on retries: {retries[:10]}")
 
     summary = json.loads((out / "summary.json").read_text())
     assert summary["mlflow_tracking_uri"] == mlflow_server  # found through MLFLOW_TRACKING_URI
@@ -185,9 +193,9 @@ def figures(c, nodes: dict, job) -> dict:
     events = decisions(c["logs"])
     start, end = job.start_time / 1000, job.end_time / 1000
     tasks = state(c, "tasks")
-    (pg,) = [p for p in state(c, "placement_groups") if "gpu_node" in p["bundles"][0]["unit_resources"]]
-    asked = {
-        "gpu_worker": min([int(pg["stats"]["creation_request_received_ns"]) / 1e9] + [
+    pgs = [p for p in state(c, "placement_groups") if "gpu_node" in p["bundles"][0]["unit_resources"]]
+    asked = {  # one placement group per worker-group start; the first asked
+        "gpu_worker": min([int(pg["stats"]["creation_request_received_ns"]) / 1e9 for pg in pgs] + [
             t["creation_time_ms"] / 1000 for t in tasks
             if t["name"] == "_AutoscalingCoordinatorActor.request_resources"]),
         "cpu_worker": min(t["creation_time_ms"] / 1000 for t in tasks
