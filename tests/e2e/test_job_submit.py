@@ -19,10 +19,10 @@ from helpers import REPO
 BIN = Path(sys.executable).parent
 
 
-def submit(head, *entrypoint, timeout=900, runtime_env_json=None):
+def submit(head, *entrypoint, timeout=900, runtime_env_json=None, working_dir=str(REPO)):
     env_args = ["--runtime-env-json", runtime_env_json] if runtime_env_json else [
         "--runtime-env", str(REPO / "jobs" / "runtime_env.yaml")]
-    cmd = [str(BIN / "ray"), "job", "submit", "--address", head["dashboard"], "--working-dir", str(REPO),
+    cmd = [str(BIN / "ray"), "job", "submit", "--address", head["dashboard"], "--working-dir", working_dir,
            *env_args, "--", *entrypoint]
     for _ in range(30):  # the head's job agent registers a little after the dashboard answers
         res = subprocess.run(cmd, cwd=REPO, env=head["env"], capture_output=True, text=True, timeout=timeout)
