@@ -11,9 +11,12 @@ sample units from busy time (runtime/throughput.py): fresh rows per busy second 
 preprocessing actors that worked in the window, summed; trained samples per train-step
 second of the workers, summed. How often: every AUTO_UPDATE_S (0.5 s), on the heartbeat
 after it, over the window since the last update (the first window opens after the first
-step; one without reports from both sides stays open). Damping: the first measurement
-sets e = R, later ones move e half-way (data/echo.py next_auto_factor, 5% dead band),
-always within [1, echo.max_factor]; e falls when R falls. Where e is applied: the worker
+step; one without reports from both sides stays open). Damping: the state is an
+estimate of log R, never clipped (data/echo.py update_r_estimate): the mean of log R
+over the first windows (the first sets it outright), then an exponential average with
+gain 1/3; e = the estimate's R within [1, echo.max_factor] (auto_factor), so e falls
+when R falls, and at R near the cap windows above it count as much as those below.
+Where e is applied: the worker
 takes it without waiting (train/worker_link.py live_factor) for each fresh batch it
 takes from the stream (train/consumption_echo.py).
 
@@ -38,16 +41,16 @@ from typing import Any
 import numpy as np
 import ray
 
-from echoray.data.echo import next_auto_factor
+from echoray.data.echo import REstimate, auto_factor, update_r_estimate
 from echoray.runtime.throughput import Throughput
 
 # The control law of echo.factor: auto (README "Data echoing"): every AUTO_UPDATE_S, on
 # the heartbeat that comes after it, R is measured over the window since the last update
-# (busy-time rates, runtime/throughput.py) and e moves half-way toward it (5% dead band,
-# within [1, echo.max_factor]); the first measurement sets e to R outright. A window in
+# (busy-time rates, runtime/throughput.py) and folded into a smoothed, unclipped estimate
+# of log R (data/echo.py AUTO_GAIN); e is that R within [1, echo.max_factor]. A window in
 # which the source or the workers reported nothing stays open until both have. 0.5 s:
 # two to four actor reports of 128 samples at R ~ 4 on digits, so one window is not noise
-# alone, and e reaches R about 1 s after the first step instead of 4 s (1.0 s, damped).
+# alone, and e is set from R 0.5 s after the first step.
 AUTO_UPDATE_S = 0.5
 BAD_EXAMPLES_SHOWN = 5
 
@@ -71,6 +74,7 @@ class RunCollector:
         self.factor = 1.0 if self.auto else float(factor)
         self.max_factor = max_factor
         self.factor_history: list[dict[str, float]] = []
+        self.r_estimate: REstimate | None = None  # auto: the controller's state
         self._window = self.throughput.snapshot()
         self._window_at = time.time()
         self.recoveries: list[dict[str, Any]] = []
@@ -90,6 +94,8 @@ class RunCollector:
             self.final_epoch = resume["epoch"]
             if self.auto and resume.get("echo_factor"):
                 self.factor = float(resume["echo_factor"])
+                # the saved factor weighs as one window: the first new one moves e half-way
+                self.r_estimate = REstimate(float(np.log(self.factor)), 1)
 
     # --- from preprocessing actors ---
     def stage(self, name: str, actor: str, rows: int, busy_s: float, reads: int = 0) -> None:
@@ -174,8 +180,8 @@ class RunCollector:
         recent = self.throughput.since(self._window)
         r = recent.measured_r()
         if r is not None:
-            first = not self.factor_history and not self.seeded  # a resumed run keeps its saved factor
-            self.factor = next_auto_factor(self.factor, r, self.max_factor, first=first)
+            self.r_estimate = update_r_estimate(self.r_estimate, r)
+            self.factor = auto_factor(self.r_estimate, self.max_factor)
             self.factor_history.append({"time": now, "factor": self.factor, "measured_R": r})
             self._window, self._window_at = self.throughput.snapshot(), now
 
