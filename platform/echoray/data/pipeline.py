@@ -83,6 +83,11 @@ class TrainStream:
         from echoray.train.checkpoint import read_replay
 
         quiet_data()  # this runs in Ray Train's controller, not the driver
+        # ... so it can hand the controller to the driver, which stops it if the run fails.
+        # (Registering it earlier, from a ControllerCallback at controller start, was tried:
+        # after a bad-data abort the run's worker and placement group then stayed alive on
+        # the suite's shared Ray and the next run stalled, 2 of 2 clean-clone runs.)
+        self.collector.register_controller.remote(ray.get_runtime_context().current_actor)
         commit = ray.get(self.collector.latest_checkpoint.remote())
         first_epoch, consumed = read_replay(commit["checkpoint"]) if commit else (0, None)
         return build_train_dataset(self.cfg, self.idx, self.collector, first_epoch, consumed)

@@ -13,9 +13,6 @@ from typing import Any
 
 from ray.train import UserCallback
 
-# A DeveloperAPI with no public import path.
-from ray.train.v2._internal.execution.callback import ControllerCallback
-
 
 class CommitCallback(UserCallback):
     def __init__(self, collector):
@@ -32,17 +29,3 @@ class CommitCallback(UserCallback):
         errors = "; ".join(f"rank {r}: {type(e).__name__}: {str(e)[:300]}" for r, e in worker_exceptions.items())
         self.collector.failed.remote(time.time(), errors)
 
-
-class RegisterController(ControllerCallback):
-    """Hands the controller to the collector as soon as it runs, so a driver that gives up
-    (runtime/monitor.py stop_training) can abort it even while it is still waiting for its
-    worker group's resources: a stalled run's controller used to be known only once the
-    group had started, i.e. never, and kept rescheduling behind the failed driver."""
-
-    def __init__(self, collector):
-        self.collector = collector
-
-    def after_controller_start(self, train_run_context) -> None:
-        import ray
-
-        self.collector.register_controller.remote(ray.get_runtime_context().current_actor)

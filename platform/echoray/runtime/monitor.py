@@ -56,9 +56,8 @@ def stop_training(collector, reason: str) -> None:
             return
         # Not killed: a controller killed while it aborts leaves its placement group behind
         # (2 CPUs held for good on a shared Ray; the next runs stalled, seen in the test
-        # suite). One blocked in its placement-group wait (a stalled run) answers only when
-        # that wait times out (Ray Train's worker group start timeout, 60 s); the CLI does
-        # not wait that long (cli.py entry).
+        # suite). A stalled run's controller is not known here (it registers when its
+        # worker group starts): the CLI leaves without waiting for it (cli.py entry).
         controller.abort.remote()
     except Exception:  # noqa: BLE001 - best effort while failing
         pass

@@ -17,7 +17,7 @@ from ray.train.torch import TorchConfig, TorchTrainer
 from echoray.config import PipelineConfig
 from echoray.data.pipeline import TrainStream
 from echoray.data.sources import SourceIndex
-from echoray.runtime.commit import CommitCallback, RegisterController
+from echoray.runtime.commit import CommitCallback
 from echoray.runtime.resources import ResourcePlan
 from echoray.train.entry import train_loop_per_worker
 from echoray.train.groups import GroupedDataConfig
@@ -66,7 +66,7 @@ def build_trainer(
             # With the audit on, each checkpoint holds its epochs' audit rows: keep them all.
             checkpoint_config=CheckpointConfig(
                 num_to_keep=None if cfg.audit.enabled else cfg.train.checkpoints_to_keep),
-            callbacks=[CommitCallback(collector), RegisterController(collector)],
+            callbacks=[CommitCallback(collector)],
             logging_config=LoggingConfig(log_level="WARNING"),  # not a line per checkpoint
         ),
     )
