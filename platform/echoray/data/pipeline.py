@@ -52,7 +52,13 @@ def build_train_dataset(cfg: PipelineConfig, idx: SourceIndex, collector=None, f
                        block_chunks=block_chunks)
     if not blocks:  # restored after the last epoch: nothing left to read
         blocks = [{"epoch": np.zeros(0, np.int64), "chunk": np.zeros(0, np.int64)}]
-    ds = ray.data.from_arrow([pa.table(b) for b in blocks])
+    # from_blocks, not from_arrow: from_arrow gets each block's metadata from a 1-CPU Ray
+    # task. This runs in Ray Train's controller (TrainStream) and blocks its event loop:
+    # a worker group restarted after a bad-data failure, with the old pipeline's actor
+    # still holding its CPU, waited for that task forever on 2 CPUs, and the controller
+    # never processed the driver's abort (its worker and placement group stayed; the
+    # suite's next run stalled). from_blocks computes the metadata here.
+    ds = ray.data.from_blocks([pa.table(b) for b in blocks])
     example_echo = cfg.echo.stage in ("before_augment", "after_augment") and not echoes_on_worker(cfg)
     ops = cfg.preprocess.augment.ops if cfg.preprocess.augment.on == "cpu" else None
     return ds.map_batches(
@@ -84,9 +90,6 @@ class TrainStream:
 
         quiet_data()  # this runs in Ray Train's controller, not the driver
         # ... so it can hand the controller to the driver, which stops it if the run fails.
-        # (Registering it earlier, from a ControllerCallback at controller start, was tried:
-        # after a bad-data abort the run's worker and placement group then stayed alive on
-        # the suite's shared Ray and the next run stalled, 2 of 2 clean-clone runs.)
         self.collector.register_controller.remote(ray.get_runtime_context().current_actor)
         commit = ray.get(self.collector.latest_checkpoint.remote())
         first_epoch, consumed = read_replay(commit["checkpoint"]) if commit else (0, None)
