@@ -33,6 +33,9 @@ class Resume:
     started_at: float
     resumes: list[dict[str, Any]]
     storage: str  # where Ray Train keeps the checkpoints: a folder or an object store URI
+    # "ray_train", or "in_process": the run trained in its driver (train/in_process.py)
+    # and keeps its checkpoints in a CheckpointStore; a run resumes the way it started.
+    trainer: str = "ray_train"
     checkpoint: Any = None  # ray.train.Checkpoint, or None: no checkpoint yet, start over
     meta: dict[str, Any] = field(default_factory=dict)  # the checkpoint's meta.json
     audit: list[dict[str, Any]] = field(default_factory=list)  # audit rows up to the checkpoint
@@ -53,9 +56,11 @@ class Resume:
 
 
 def write_run_state(run_dir: Path, *, mlflow_run_id: str, tracking_uri: str, pipeline: str,
-                    started_at: float, storage: str, resumes: list | None = None) -> None:
+                    started_at: float, storage: str, resumes: list | None = None,
+                    trainer: str = "ray_train") -> None:
     state = {"mlflow_run_id": mlflow_run_id, "mlflow_tracking_uri": tracking_uri, "pipeline": pipeline,
-             "started_at": started_at, "ray_train_storage": storage, "resumes": resumes or []}
+             "started_at": started_at, "ray_train_storage": storage, "resumes": resumes or [],
+             "trainer": trainer}
     tmp = run_dir / (RUN_STATE + ".tmp")
     tmp.write_text(json.dumps(state, indent=2))
     tmp.replace(run_dir / RUN_STATE)
@@ -76,6 +81,7 @@ def open_run(run_dir: str) -> tuple[PipelineConfig, Resume]:
         state = json.loads((d / RUN_STATE).read_text())
         run_id, uri = state["mlflow_run_id"], state["mlflow_tracking_uri"]
         storage = state["ray_train_storage"]
+        trainer = state.get("trainer", "ray_train")  # folders from before in-process runs
     except (ValueError, KeyError) as exc:
         raise ConfigError(f"{key}: {d / RUN_STATE} is unreadable ({exc})") from None
     if is_uri(storage):  # the checkpoints are in an object store: reachable, with these credentials?
@@ -89,28 +95,47 @@ def open_run(run_dir: str) -> tuple[PipelineConfig, Resume]:
     cfg.tracking.uri = uri  # the same store, whatever the current folder or environment
     return cfg, Resume(run_dir=d, mlflow_run_id=run_id, tracking_uri=uri, pipeline=state["pipeline"],
                        started_at=float(state["started_at"]), resumes=list(state.get("resumes", [])),
-                       storage=storage)
+                       storage=storage, trainer=trainer)
 
 
 def find_checkpoint(resume: Resume, train_run_name: str) -> None:
     """The latest checkpoint in Ray Train's snapshot (in the run's storage, local or an object
-    store): exactly what its controller restores."""
+    store): exactly what its controller restores. A run trained in process: the latest in
+    its CheckpointStore. None found: the run was interrupted before its first checkpoint
+    and starts over, under the same MLflow run."""
+    from echoray.train.checkpoint import read_audit, read_meta
+
+    kept = _in_process_checkpoints(resume) if resume.trainer == "in_process" else \
+        _ray_train_checkpoints(resume, train_run_name)
+    if kept:
+        resume.checkpoint = kept[-1]
+        resume.meta = read_meta(kept[-1])
+        for ckpt in kept:  # every kept one; with the audit on, all of them
+            resume.audit += read_audit(ckpt)
+    resume.resumes.append({"at": time.time(), "from_epoch": resume.epoch})
+
+
+def _ray_train_checkpoints(resume: Resume, train_run_name: str) -> list:
+    """Ray Train's kept checkpoints, oldest first, the latest last."""
     import pyarrow.fs as pafs
     from ray.train import Result
 
-    from echoray.train.checkpoint import read_audit, read_meta
-
     fs, path = open_location(resume.storage, "train.storage_path")
     snapshot = fs.get_file_info(f"{path}/{train_run_name}/checkpoint_manager_snapshot.json")
-    # No snapshot: interrupted before its first checkpoint; it starts over, under the same MLflow run.
-    if snapshot.type == pafs.FileType.File:
-        result = Result.from_path(f"{resume.storage}/{train_run_name}")
-        if result.checkpoint is not None:
-            resume.checkpoint = result.checkpoint
-            resume.meta = read_meta(result.checkpoint)
-            for ckpt, _ in result.best_checkpoints:  # every kept one; with the audit on, all of them
-                resume.audit += read_audit(ckpt)
-    resume.resumes.append({"at": time.time(), "from_epoch": resume.epoch})
+    if snapshot.type != pafs.FileType.File:
+        return []
+    result = Result.from_path(f"{resume.storage}/{train_run_name}")
+    if result.checkpoint is None:
+        return []
+    older = [c for c, _ in result.best_checkpoints if c.path != result.checkpoint.path]
+    return [*older, result.checkpoint]
+
+
+def _in_process_checkpoints(resume: Resume) -> list:
+    from echoray.train.checkpoint_store import CheckpointStore
+
+    store = CheckpointStore(resume.storage, None)
+    return [store.checkpoint(k["name"]) for k in store.kept()]
 
 
 def backfill(resume: Resume, logged_epochs: set[int], log_epoch) -> int:

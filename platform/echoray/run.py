@@ -131,6 +131,7 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
     local = start_ray()
     idx = publish_index(idx)  # file lists once in the object store, not pickled per actor/worker
     cfg, use_gpu, plan = _fit_cluster(cfg, storage, local, len(idx.train_ids))
+    in_process = choose_in_process(cfg, use_gpu, local, hooks, resume)
     warmup.join()
     if "error" in box:
         raise box["error"]
@@ -139,21 +140,21 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
     from echoray.train.trainer import TRAIN_RUN_NAME
 
     pipeline, t0, run_id = _open_mlflow_run(cfg, logger, run_dir, pipeline, t0, resume, hooks, TRAIN_RUN_NAME)
+    # a search trial trained in process keeps none (it is rerun whole after an interrupt)
+    keeps_checkpoints = cfg.train.checkpoint_every > 0 and not (in_process and hooks.in_process)
     write_run_state(run_dir, mlflow_run_id=run_id, tracking_uri=uri, pipeline=pipeline, started_at=t0,
-                    storage=storage, resumes=resume.resumes if resume else None)
-    _say_emulated_source(cfg)
-    in_process = hooks.in_process and not resume and trains_in_process(cfg, use_gpu)
-    say(f"run {run_dir}  |  MLflow run {run_id}  |  {len(idx.train_ids)} train / {len(idx.eval_ids)} "
-        f"held-out examples  |  {cfg.scaling.num_workers} worker(s) on {'GPU' if use_gpu else 'CPU'}")
+                    storage=storage, resumes=resume.resumes if resume else None,
+                    trainer="in_process" if in_process else "ray_train")
+    _say_start(cfg, idx, run_dir, run_id, use_gpu, in_process and not hooks.in_process)
     status = "FAILED"
     collector = None
     try:
         collector = RunCollector.remote(
-            # in process: no checkpoints, and no restart can replay an epoch
-            cfg.echo.factor, cfg.echo.max_factor, checkpointed=cfg.train.checkpoint_every > 0 and not in_process,
+            # epochs are final once a checkpoint covers them (a restart or resume replays the rest)
+            cfg.echo.factor, cfg.echo.max_factor, checkpointed=keeps_checkpoints,
             n_train=len(idx.train_ids), max_bad_fraction=cfg.source.max_bad_fraction,
             resume=resume.collector_seed() if resume else None)
-        fit = (in_process_fit(cfg, idx, collector) if in_process
+        fit = (_in_process_fit(cfg, idx, collector, storage, keeps_checkpoints, resume) if in_process
                else build_trainer(cfg, idx, plan, use_gpu, collector, storage).fit)
 
         history: list[dict] = []
@@ -212,11 +213,41 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
         logger.end(status)
 
 
-def _say_emulated_source(cfg: PipelineConfig) -> None:
+def choose_in_process(cfg: PipelineConfig, use_gpu: bool, local: bool, hooks: RunHooks,
+                      resume: Resume | None) -> bool:
+    """Whether this run trains in the driver's process (train/in_process.py) rather than in
+    a Ray Train worker group: as it started when resumed; when a search trial asks
+    (hooks.in_process) or `scaling.in_process` says so (auto: on a local Ray this command
+    started). Only where nothing of Ray Train would be used; `true` otherwise is bad input."""
+    if resume is not None:
+        return resume.trainer == "in_process"
+    mode = cfg.scaling.in_process
+    possible = trains_in_process(cfg, use_gpu)
+    if mode is True and not possible:
+        raise ConfigError("scaling.in_process: true needs one CPU worker (scaling.num_workers: 1, no GPU), "
+                          "scaling.max_failures: 0 and batch_augmentation.mode: local; set it to auto or false")
+    return possible and (hooks.in_process or mode is True or (mode == "auto" and local))
+
+
+def _in_process_fit(cfg: PipelineConfig, idx: SourceIndex, collector, storage: str, keeps_checkpoints: bool,
+                    resume: Resume | None) -> Callable[[], None]:
+    from echoray.train.checkpoint_store import CheckpointStore
+
+    # With the audit on, each checkpoint holds its epochs' audit rows: keep them all (as Ray Train).
+    store = (CheckpointStore(storage, None if cfg.audit.enabled else cfg.train.checkpoints_to_keep)
+             if keeps_checkpoints else None)
+    return in_process_fit(cfg, idx, collector, store, resume.checkpoint if resume else None)
+
+
+def _say_start(cfg: PipelineConfig, idx: SourceIndex, run_dir: Path, run_id: str, use_gpu: bool,
+               here: bool) -> None:
     r = cfg.source.remote
     if r.latency_ms or r.bandwidth_mb_s:
         say(f"source: EMULATED remote store ({r.latency_ms:g} ms per request, "
             f"{r.bandwidth_mb_s or 'unlimited'} MB/s): reads sleep, no network is used")
+    say(f"run {run_dir}  |  MLflow run {run_id}  |  {len(idx.train_ids)} train / {len(idx.eval_ids)} "
+        f"held-out examples  |  {cfg.scaling.num_workers} worker(s) on {'GPU' if use_gpu else 'CPU'}"
+        + (" (in this process: scaling.in_process)" if here else ""))
 
 
 def _end_collector(collector, status: str, in_process: bool) -> None:

@@ -1,6 +1,7 @@
 """The driver dies: SIGKILL (nothing can clean up), then SIGTERM (a scheduler's stop) on
 the resumed run, then `echoray train --resume` finishes it. Counters, the audit and the
-MLflow history come out as one unbroken run. Batch echoing at e = 1.5 makes the counts
+MLflow history come out as one unbroken run, with a Ray Train worker group or trained in
+the driver's process (scaling.in_process, its checkpoints in train/checkpoint_store.py). Batch echoing at e = 1.5 makes the counts
 depend on every batch's repeat draw, and a checkpoint can fall between two repeats of
 a batch, which the resumed run must finish.
 
@@ -85,12 +86,14 @@ def logged(client, run_id):
     return sorted(m.step for m in client.get_metric_history(run_id, "accuracy"))
 
 
-@pytest.mark.parametrize("storage", ["run folder", "s3"])
-def test_killed_driver_resumes_into_one_unbroken_run(local_ray, s3, tmp_path, storage):
+@pytest.mark.parametrize("storage, trainer", [("run folder", "ray_train"), ("s3", "ray_train"),
+                                              ("s3", "in_process")])
+def test_killed_driver_resumes_into_one_unbroken_run(local_ray, s3, tmp_path, storage, trainer):
     db = f"sqlite:///{tmp_path / 'mlflow.db'}"
     run = tmp_path / "run"
-    runs = s3.make_bucket("echoray-ckpt-resume") + "/runs" if storage == "s3" else None
+    runs = s3.make_bucket(f"echoray-ckpt-resume-{trainer.replace('_', '-')}") + "/runs" if storage == "s3" else None
     a = Driver(["train", *(["--set", f"train.storage_path={runs}"] if runs else []),
+                "--set", f"scaling.in_process={trainer == 'in_process'}",
                 "--set", f"tracking.uri={db}", "--set", f"source.limit={N_TRAIN}",
                 "--set", "train.batch_size=32", "--set", f"train.max_epochs={N_EPOCHS}", "--set", "train.target=null",
                 "--set", "echo.stage=batch", "--set", "echo.factor=1.5", "--set", "train.checkpoint_min_interval_s=0",
@@ -137,13 +140,17 @@ def test_killed_driver_resumes_into_one_unbroken_run(local_ray, s3, tmp_path, st
     assert client.get_run(run_id).info.status == "FINISHED"
     assert len(client.search_runs([client.get_experiment_by_name("echoray").experiment_id])) == 1
 
-    # the checkpoints stayed where the run put them
+    # the checkpoints stayed where the run put them, kept by the trainer the run started with
+    state = json.loads((run / "run.json").read_text())
+    assert state["trainer"] == trainer
+    folder, index = ("train_in_process", "checkpoints.json") if trainer == "in_process" else \
+        ("train", "checkpoint_manager_snapshot.json")
     if runs:
-        assert json.loads((run / "run.json").read_text())["ray_train_storage"] == f"{runs}/run"
-        assert "checkpoint_manager_snapshot.json" in s3.keys(f"{runs}/run/train")
+        assert state["ray_train_storage"] == f"{runs}/run"
+        assert index in s3.keys(f"{runs}/run/{folder}")
         assert not (run / "ray").exists()
     else:
-        assert (run / "ray" / "train" / "checkpoint_manager_snapshot.json").is_file()
+        assert (run / "ray" / folder / index).is_file()
 
     # a finished run is not resumed again
     again = subprocess.run([echoray_bin(), "train", "--resume", str(run)], capture_output=True, text=True,

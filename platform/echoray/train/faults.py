@@ -11,6 +11,7 @@ example is counted twice or lost.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -42,8 +43,11 @@ def report_fatal(collector, exc: BaseException) -> None:
 
 class Checkpointer:
     def __init__(self, cfg: PipelineConfig, idx: SourceIndex, collector, rank: int, world: int,
-                 consumed: ConsumedLog, start_epoch: int = 0):
+                 consumed: ConsumedLog, start_epoch: int = 0, sink: Callable[[dict, Any], None] | None = None):
+        """`sink(metrics, local_dir)` keeps a written checkpoint: Ray Train's report by
+        default; a run trained in process passes its CheckpointStore's (train/in_process.py)."""
         self.cfg, self.idx, self.collector = cfg, idx, collector
+        self.sink = sink or checkpoint.report
         self.rank, self.world, self.consumed = rank, world, consumed
         self.start = start_epoch  # epochs before it are complete (their keys are dropped)
         # checkpoint_every counts epochs of fresh data; `epoch` below counts evaluations
@@ -94,7 +98,7 @@ class Checkpointer:
                     "state": loop_state, "history": history, "saved_at": time.time(),
                     "echo_factor": ray.get(self.collector.echo_factor.remote())}
         local = checkpoint.write(self.rank, model, opt, meta, rank_state, keys, pending, audit)
-        checkpoint.report({"epoch": epoch, "steps": steps, "start_epoch": start}, local)
+        self.sink({"epoch": epoch, "steps": steps, "start_epoch": start}, local)
         self.last_saved = time.monotonic()
 
 
