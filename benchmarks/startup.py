@@ -5,7 +5,11 @@ summary, time to first training step, time to the digits target, and the peak
 memory of the whole process tree (the CLI driver, Ray's GCS/raylet/dashboard, train
 workers, Ray Data actors), summed as PSS so shared pages count once.
 
-    .venv/bin/python benchmarks/startup.py [--repeats 3] [--code A/platform B/platform] [-- extra echoray args]
+    .venv/bin/python benchmarks/startup.py [--repeats 3] [--code A/platform B/platform]
+        [--trainers auto false] [-- extra echoray args]
+
+`--trainers`: values of scaling.in_process to run side by side (auto: the default, a
+one-worker run trains in the CLI's process; false: a Ray Train worker group).
 """
 
 from __future__ import annotations
@@ -67,22 +71,27 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--code", nargs="+", default=[str(REPO / "platform")],
                     help="platform/ folders to compare, run in turn each repeat (e.g. main's, then this one's)")
+    ap.add_argument("--trainers", nargs="+", default=[None],
+                    help="scaling.in_process values to compare (e.g. auto false); default: the config's")
     ap.add_argument("extra", nargs="*")
     args = ap.parse_args()
     load_before = os.getloadavg()
-    runs: dict[str, list[dict]] = {c: [] for c in args.code}
+    variants = [(code, t) for code in args.code for t in args.trainers]
+    label = {v: v[0] + (f" in_process={v[1]}" if v[1] else "") for v in variants}
+    runs: dict[str, list[dict]] = {label[v]: [] for v in variants}
     for i in range(args.repeats):
-        for code in args.code:  # interleaved: a load change hits both alike
-            r = one_run(args.extra, code)
-            runs[code].append(r)
-            print(f"{code} run {i + 1}: " + ", ".join(f"{k}={v}" for k, v in r.items()), flush=True)
+        for code, trainer in variants:  # interleaved: a load change hits all alike
+            extra = [*args.extra, *(["--set", f"scaling.in_process={trainer}"] if trainer else [])]
+            r = one_run(extra, code)
+            runs[label[code, trainer]].append(r)
+            print(f"{label[code, trainer]} run {i + 1}: " + ", ".join(f"{k}={v}" for k, v in r.items()), flush=True)
     goal = {"wall_s": 30, "time_to_first_step_s": 15}
     summaries = {c: summarize(rs) for c, rs in runs.items()}
-    print(f"{'code':<32}{'figure':<24}{'median':>9}{'min':>9}{'max':>9}{'goal':>9}")
+    print(f"{'code':<44}{'figure':<24}{'median':>9}{'min':>9}{'max':>9}{'goal':>9}")
     for code, summary in summaries.items():
         for k in ("wall_s", "time_to_first_step_s", "time_to_target_s", "peak_pss_gib"):
             v = summary[k]
-            print(f"{code[-32:]:<32}{k:<24}{v['median']:>9}{v['min']:>9}{v['max']:>9}{goal.get(k, ''):>9}")
+            print(f"{code[-44:]:<44}{k:<24}{v['median']:>9}{v['min']:>9}{v['max']:>9}{goal.get(k, ''):>9}")
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "startup.json").write_text(json.dumps({
         "runs": runs, "summary": summaries, "goals": goal,
