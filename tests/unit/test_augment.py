@@ -71,3 +71,43 @@ def test_same_key_same_augmentation_any_batching():
 def test_key_count_must_match():
     with pytest.raises(ValueError, match="keys"):
         augment_batch(images(), keys(3), [AugmentOp(op="flip")])
+
+
+NUMPY_CHAINS = [
+    [AugmentOp(op="random_crop", padding=2)],
+    [AugmentOp(op="random_crop", padding=4), AugmentOp(op="flip", p=0.5)],
+    [AugmentOp(op="flip", p=0.3), AugmentOp(op="cutout", size=3), AugmentOp(op="random_crop", padding=1)],
+    [AugmentOp(op="cutout", size=8), AugmentOp(op="flip", p=1.0)],
+    [AugmentOp(op="random_crop", padding=0), AugmentOp(op="cutout", size=1)],
+]
+
+
+@pytest.mark.parametrize("ops", NUMPY_CHAINS, ids=lambda ops: "+".join(o.op for o in ops))
+@pytest.mark.parametrize("shape", [(64, 16, 16, 1), (37, 9, 13, 3)])
+def test_numpy_ops_give_the_torch_ops_bytes(ops, shape):
+    """The CPU actor's numpy ops (data/augment_np.py) must equal the torch ops byte for byte:
+    a pipeline's samples may not depend on which of the two made them."""
+    from echoray.data import augment_np
+
+    rng = np.random.default_rng(shape[0])
+    x = rng.integers(1, 256, size=shape, dtype=np.uint8)
+    for seed in range(3):
+        k = keys(shape[0], seed)
+        want = augment_batch(torch.from_numpy(x), k, ops).numpy()
+        got = augment_np.augment_batch(x, k, ops)
+        assert got.dtype == np.uint8 and got.flags.c_contiguous
+        assert np.array_equal(got, want), (ops, seed)
+        first = 1  # ops before `first` were applied at decode time
+        assert np.array_equal(augment_np.augment_batch(x, k, ops, first),
+                              augment_batch(torch.from_numpy(x), k, ops, first).numpy())
+
+
+def test_numpy_ops_cover_crop_flip_cutout_and_leave_resized_crops_to_torch():
+    from echoray.data import augment_np
+
+    resized = AugmentOp(op="random_resized_crop", size=8)
+    assert augment_np.handles(NUMPY_CHAINS[2])
+    assert not augment_np.handles([AugmentOp(op="flip", p=0.5), resized])
+    assert augment_np.handles([resized, AugmentOp(op="flip", p=0.5)], first=1)  # the crop made at decode
+    with pytest.raises(ValueError, match="3 keys for 4 images"):
+        augment_np.augment_batch(np.zeros((4, 8, 8, 1), np.uint8), keys(3), NUMPY_CHAINS[0])

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -55,6 +55,21 @@ def augment_keys(seed: int, batch: dict[str, np.ndarray], per_copy: bool) -> np.
     return mix(seed, STREAM_AUGMENT, batch["epoch"], batch["sample_id"], copy, 0, 0)
 
 
+def augmenter(ops: list[AugmentOp], first: int) -> Callable[..., np.ndarray]:
+    """augment_batch for uint8 numpy batches: data/augment_np.py's when it has every op
+    (the actor then never imports torch: 1.4 s of its start), else data/augment.py's."""
+    from echoray.data import augment_np
+
+    if augment_np.handles(ops, first):
+        return augment_np.augment_batch
+    import torch
+
+    from echoray.data.augment import augment_batch
+
+    torch.set_num_threads(1)
+    return lambda images, keys, ops, first: augment_batch(torch.from_numpy(images), keys, ops, first).numpy()
+
+
 class Preprocess:
     """(epoch, chunk) rows -> samples: epoch, sample_id, label, image, echo_copy, echo_copies, aug_key."""
 
@@ -66,15 +81,9 @@ class Preprocess:
         self.idx, self.chunk_size, self.remote, self.seed = idx, chunk_size, remote, seed
         self.reader = open_reader(idx)
         self.ops = ops
-        if ops is not None:
-            import torch
-
-            from echoray.data.augment import augment_batch
-
-            torch.set_num_threads(1)
-            self._torch, self._augment = torch, augment_batch
         # Photos with a random-resized crop first: cut from the full image (data/full_crop.py).
         self.full_crop = crops_full_image(ops) and idx.kind in ("image_folder", "parquet")
+        self._augment = augmenter(ops, 1 if self.full_crop else 0) if ops is not None else None
         self.echo_stage = echo_stage
         self.auto = echo_factor == "auto"
         self.factor = 1.0 if self.auto else float(echo_factor)
@@ -150,7 +159,7 @@ class Preprocess:
 
                 images = crop_each(images, keys, self.ops[0], self.idx.channels)
             first = 1 if self.full_crop else 0  # the crop was made at decode time
-            rows["image"] = self._augment(self._torch.from_numpy(images), keys, self.ops, first).numpy()
+            rows["image"] = self._augment(images, keys, self.ops, first)
         rows["aug_key"] = to_int63(keys)
         return rows
 

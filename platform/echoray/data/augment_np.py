@@ -1,0 +1,78 @@
+"""The pixel-exact augmentation ops in numpy, for the CPU preprocessing actors.
+
+A preprocessing actor that applies a crop, flip or cutout with the torch ops of
+data/augment.py imports torch in its constructor: 1.4 s of a fresh actor's start on this
+2-core machine, and every run and every search trial starts a fresh actor (Ray Data
+makes a new pool per dataset), on the path to its first batch. These three ops only
+move and blank uint8 pixels at positions drawn from the samples' keys, so numpy gives
+the same bytes: each position is the same float32 uniform times the same float32 bound,
+truncated (tests/unit/test_augment.py compares every op and their chains with the torch
+versions). random_resized_crop interpolates (torchvision's roi_align) and stays on torch:
+a pipeline with it uses data/augment.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from echoray.config import AugmentOp
+from echoray.seeds import mix, uniform
+
+
+def _u(keys: np.ndarray, op_index: int, component: int) -> np.ndarray:
+    """data/augment.py's `_u`: the float64 uniform rounded to float32, as torch does."""
+    return uniform(mix(keys, op_index), component).astype(np.float32)
+
+
+def random_crop(x: np.ndarray, keys: np.ndarray, i: int, padding: int) -> np.ndarray:
+    if padding == 0:
+        return x
+    n, h, w, _ = x.shape
+    padded = np.pad(x, ((0, 0), (padding, padding), (padding, padding), (0, 0)))
+    oy = (_u(keys, i, 0) * np.float32(2 * padding + 1)).astype(np.int64)
+    ox = (_u(keys, i, 1) * np.float32(2 * padding + 1)).astype(np.int64)
+    rows = oy[:, None] + np.arange(h)
+    cols = ox[:, None] + np.arange(w)
+    return padded[np.arange(n)[:, None, None], rows[:, :, None], cols[:, None, :]]
+
+
+def flip(x: np.ndarray, keys: np.ndarray, i: int, p: float) -> np.ndarray:
+    mask = _u(keys, i, 0) < np.float32(p)
+    return np.where(mask[:, None, None, None], x[:, :, ::-1], x)
+
+
+def cutout(x: np.ndarray, keys: np.ndarray, i: int, size: int) -> np.ndarray:
+    n, h, w, _ = x.shape
+    cy = (_u(keys, i, 0) * np.float32(h)).astype(np.int64)
+    cx = (_u(keys, i, 1) * np.float32(w)).astype(np.int64)
+    half = size // 2
+    ys, xs = np.arange(h)[None, :], np.arange(w)[None, :]
+    in_y = (ys >= (cy - half)[:, None]) & (ys < (cy - half + size)[:, None])
+    in_x = (xs >= (cx - half)[:, None]) & (xs < (cx - half + size)[:, None])
+    hole = in_y[:, :, None] & in_x[:, None, :]
+    return np.where(hole[..., None], np.zeros((), x.dtype), x)
+
+
+OPS: dict[str, Callable[[np.ndarray, np.ndarray, int, AugmentOp], np.ndarray]] = {
+    "random_crop": lambda x, keys, i, op: random_crop(x, keys, i, op.padding),
+    "flip": lambda x, keys, i, op: flip(x, keys, i, op.p),
+    "cutout": lambda x, keys, i, op: cutout(x, keys, i, op.size),
+}
+
+
+def handles(ops: Sequence[AugmentOp], first: int = 0) -> bool:
+    """Whether every op from `first` on has a numpy version here."""
+    return all(op.op in OPS for op in ops[first:])
+
+
+def augment_batch(x: np.ndarray, keys: np.ndarray, ops: Sequence[AugmentOp], first: int = 0) -> np.ndarray:
+    """data/augment.py's augment_batch on a uint8 N x H x W x C array (ops it `handles`)."""
+    keys = np.asarray(keys, dtype=np.uint64)
+    if len(keys) != x.shape[0]:
+        raise ValueError(f"{len(keys)} keys for {x.shape[0]} images")
+    for i, op in enumerate(ops):
+        if i >= first:
+            x = OPS[op.op](x, keys, i, op)
+    return np.ascontiguousarray(x)
