@@ -18,8 +18,6 @@ import math
 
 import numpy as np
 import simplejpeg
-import torch
-import torch.nn.functional as F
 from PIL import Image, UnidentifiedImageError
 
 from echoray.data.sources.base import SourceError
@@ -28,9 +26,14 @@ _DECODE_ERRORS = (UnidentifiedImageError, OSError, ValueError, TypeError)  # Typ
 
 
 def resize_batch(images: np.ndarray, size: int | None) -> np.ndarray:
-    """Bilinear resize of a uint8 NHWC batch to size x size (no-op when it already is)."""
+    """Bilinear resize of a uint8 NHWC batch to size x size (no-op when it already is).
+    torch is imported here, not with the module: a reader that never resizes (digits,
+    whose index holds resized images; sources already at the size) does not pay for it."""
     if size is None or images.shape[1:3] == (size, size):
         return images
+    import torch
+    import torch.nn.functional as F
+
     x = torch.from_numpy(images).permute(0, 3, 1, 2).float()
     y = F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False, antialias=True)
     return y.round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1).contiguous().numpy()

@@ -1,9 +1,12 @@
 """scikit-learn's bundled handwritten digits (1,797 8x8 images): real data, no download.
 
 The file is read straight from the installed scikit-learn package rather than
-through `sklearn.datasets.load_digits`, so preprocessing actors skip importing
-scikit-learn (about 1.7 s per process on a small machine); a test checks that
-both give the same arrays.
+through `sklearn.datasets.load_digits`, so no process imports scikit-learn (about
+1.7 s per process on a small machine); a test checks that both give the same arrays.
+The index holds the images already resized to `source.image_size` (1,797 x 16 x 16
+bytes by default), made once by the driver: a preprocessing actor or worker then
+parses no CSV and imports no torch (the resize is torch's bilinear), 1.4 s of a fresh
+actor's start on 2 cores.
 """
 
 from __future__ import annotations
@@ -43,23 +46,24 @@ def load_arrays() -> tuple[np.ndarray, np.ndarray]:
 
 
 def index(cfg: SourceConfig) -> SourceIndex:
-    _, labels = load_arrays()
+    images, labels = load_arrays()
     train_ids, eval_ids = split_holdout(len(labels), cfg.holdout_fraction, SPLIT_SEED)
+    size = cfg.image_size or 8
     return SourceIndex(
         kind="digits",
         num_classes=10,
         train_ids=train_ids[: cfg.limit],
         eval_ids=eval_ids[: cfg.eval_limit],
-        image_size=cfg.image_size or 8,
+        image_size=size,
         channels=1,
+        details={"images": resize_batch(images, size), "labels": labels},
     )
 
 
 class DigitsReader:
     def __init__(self, idx: SourceIndex):
-        self.size = idx.image_size
-        self.images, self.labels = load_arrays()
+        self.images, self.labels = idx.details["images"], idx.details["labels"]
 
     def read(self, ids: np.ndarray, split: Split) -> tuple[np.ndarray, np.ndarray]:
         ids = np.asarray(ids, dtype=np.int64)
-        return resize_batch(self.images[ids], self.size), self.labels[ids]
+        return self.images[ids], self.labels[ids]
