@@ -210,7 +210,7 @@ class ScalingConfig(Section):
     # Train in the command's own process (train/in_process.py) instead of a Ray Train worker
     # group, with the same Ray Data stream, accounting and checkpoints: no controller,
     # worker, DatasetManager or SplitCoordinator process to start (default digits run on
-    # 2 cores: first step at 10.3 s instead of 19.3 s). Only for runs that use nothing of
+    # 2 cores: first step at 10.8 s instead of 22.0 s). Only for runs that use nothing of
     # Ray Train: one CPU worker, max_failures 0, local batch augmentation.
     # auto: when `echoray train` started its own local Ray (not on a cluster, RAY_ADDRESS);
     # true: also on a cluster (the driver trains); false: always Ray Train.

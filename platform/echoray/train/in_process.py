@@ -9,9 +9,10 @@ code and Ray Data imported by the trial before it; only the preprocessing actor
 pool starts per trial.
 
 `echoray train` takes the same path for a run on a local Ray it started itself
-(`scaling.in_process`, default true): on this 2-core machine the default digits run
-reached its first step at 10.3 s instead of 19.3 s, and ended at 14.5 s instead of
-25.7 s (benchmarks/startup.py has the side-by-side figures).
+(`scaling.in_process: auto`, the default): on this 2-core machine the default digits run
+reached its first step 10.8 s after the command started instead of 22.0 s, and the
+command ended after 17.9 s instead of 29.5 s (medians of 3, benchmarks/startup.py
+--trainers auto false, README "What make run does").
 
 The same WorkerLoop runs, on the same Ray Data stream (data/pipeline.py), reporting
 to the same RunCollector through a CollectorLink: seeds, fresh-example accounting,
