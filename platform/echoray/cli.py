@@ -172,8 +172,8 @@ def entry(argv: list[str] | None = None) -> None:
     """The console script and the job entrypoints: `main`, then exit with its status. A
     fit thread still blocked inside Ray (a stalled run: its controller, still waiting for
     resources, is not known to the driver and gets no abort) is left with os._exit after
-    the output is flushed: the MLflow run and the
-    run folder were closed by then, and the job's actors die with this driver."""
+    the output is flushed: the MLflow run and the run folder were closed by then, and the
+    job's actors die with this driver."""
     code = main(argv)
     if "echoray.runtime.monitor" in sys.modules and _fit_thread_running(wait_s=0):
         sys.stdout.flush()

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from echoray.config import AugmentOp
+from echoray.data.augment_np import checked_keys
 from echoray.data.op_shapes import crops_full_image, output_size  # noqa: F401 - re-exported
 from echoray.seeds import mix, uniform
 
@@ -88,9 +89,7 @@ def random_resized_crop(
 def augment_batch(x: torch.Tensor, keys: np.ndarray, ops: Sequence[AugmentOp], first: int = 0) -> torch.Tensor:
     """Apply `ops[first:]` in order; op i draws from stream i of each sample's key (ops
     before `first` were applied already, e.g. the crop made while decoding)."""
-    keys = np.asarray(keys, dtype=np.uint64)
-    if len(keys) != x.shape[0]:
-        raise ValueError(f"{len(keys)} keys for {x.shape[0]} images")
+    keys = checked_keys(keys, x.shape[0])
     for i, op in enumerate(ops):
         if i < first:
             continue

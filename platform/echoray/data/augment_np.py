@@ -67,11 +67,17 @@ def handles(ops: Sequence[AugmentOp], first: int = 0) -> bool:
     return all(op.op in OPS for op in ops[first:])
 
 
+def checked_keys(keys: np.ndarray, n_images: int) -> np.ndarray:
+    """The samples' augmentation keys as uint64, one per image (both ops modules)."""
+    keys = np.asarray(keys, dtype=np.uint64)
+    if len(keys) != n_images:
+        raise ValueError(f"{len(keys)} keys for {n_images} images")
+    return keys
+
+
 def augment_batch(x: np.ndarray, keys: np.ndarray, ops: Sequence[AugmentOp], first: int = 0) -> np.ndarray:
     """data/augment.py's augment_batch on a uint8 N x H x W x C array (ops it `handles`)."""
-    keys = np.asarray(keys, dtype=np.uint64)
-    if len(keys) != x.shape[0]:
-        raise ValueError(f"{len(keys)} keys for {x.shape[0]} images")
+    keys = checked_keys(keys, x.shape[0])
     for i, op in enumerate(ops):
         if i >= first:
             x = OPS[op.op](x, keys, i, op)

@@ -44,13 +44,9 @@ import ray
 from echoray.data.echo import REstimate, auto_factor, update_r_estimate
 from echoray.runtime.throughput import Throughput
 
-# The control law of echo.factor: auto (README "Data echoing"): every AUTO_UPDATE_S, on
-# the heartbeat that comes after it, R is measured over the window since the last update
-# (busy-time rates, runtime/throughput.py) and folded into a smoothed, unclipped estimate
-# of log R (data/echo.py AUTO_GAIN); e is that R within [1, echo.max_factor]. A window in
-# which the source or the workers reported nothing stays open until both have. 0.5 s:
-# two to four actor reports of 128 samples at R ~ 4 on digits, so one window is not noise
-# alone, and e is set from R 0.5 s after the first step.
+# The window of echo.factor: auto's control law (the module docstring states the law).
+# 0.5 s: two to four actor reports of 128 samples at R ~ 4 on digits, so one window is
+# not noise alone, and e is set from R 0.5 s after the first step.
 AUTO_UPDATE_S = 0.5
 BAD_EXAMPLES_SHOWN = 5
 
