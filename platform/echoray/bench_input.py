@@ -46,8 +46,8 @@ def bench_input(cfg: PipelineConfig, seconds: float | None, idx: SourceIndex | N
     from ray.data import DataContext
 
     from echoray.data.pipeline import build_train_dataset
+    from echoray.echo_plan import EchoPlan, shuffle_buffer_rows
     from echoray.runtime.collector import RunCollector
-    from echoray.train.loop import shuffle_buffer_rows
 
     DataContext.get_current().execution_options.preserve_order = cfg.preprocess.deterministic
     collector = RunCollector.remote(cfg.echo.factor, cfg.echo.max_factor, n_train=len(idx.train_ids),
@@ -70,7 +70,7 @@ def bench_input(cfg: PipelineConfig, seconds: float | None, idx: SourceIndex | N
     end = time.perf_counter()
     stages = ray.get(collector.stage_totals.remote())
     per_row = 1.0  # examples the actors emit per row read: the example-echo factor
-    if cfg.echo.stage in ("before_augment", "after_augment"):
+    if EchoPlan.from_config(cfg).examples:
         per_row = ray.get(collector.echo_factor.remote()) if cfg.echo.factor == "auto" else float(cfg.echo.factor)
     ray.kill(collector)
     delivered = steady_rate(marks)

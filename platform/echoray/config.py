@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from echoray.echo_plan import EchoPlan
+
 PositiveInt = Annotated[int, Field(ge=1)]
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
 
@@ -299,10 +301,7 @@ class PipelineConfig(Section):
                 "scaling.num_workers must be a multiple of batch_augmentation.copies "
                 f"in grouped mode (got {self.scaling.num_workers} and {m})"
             )
-        aug = self.preprocess.augment
-        worker_echo = self.echo.factor == "auto" and (  # train/consumption_echo.py echoes_on_worker
-            self.echo.stage == "after_augment"
-            or (self.echo.stage == "before_augment" and (aug.on == "worker" or not aug.ops)))
+        worker_echo = EchoPlan.from_sections(self.echo, self.preprocess.augment).at_consumption
         if worker_echo and self.batch_augmentation.mode == "grouped" and m > 1:
             raise ValueError("echo.factor: auto with example echo is decided on the reading worker, which "
                              "batch_augmentation.mode: grouped does not support yet (use mode: local or a fixed factor)")

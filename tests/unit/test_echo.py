@@ -138,12 +138,13 @@ def test_emulated_latency_changes_after_the_set_time():
 
     from echoray.config import RemoteEmulation
     from echoray.config_load import load_config
+    from echoray.data.preprocess_args import PreprocessArgs
     from echoray.data.sources import index_source
     from echoray.data.stages import Preprocess
 
     cfg = load_config(None, ["source.limit=64"])
     remote = RemoteEmulation(latency_ms=40, change_after_s=0.05, latency_ms_after=20)
-    stage = Preprocess(index_source(cfg.source), 1, remote, None, 0, "none", 1.0)
+    stage = Preprocess(PreprocessArgs(index_source(cfg.source), 1, remote, None, 0))
     assert stage._remote_now().latency_ms == 40  # the clock starts at the first read
     time.sleep(0.06)
     assert stage._remote_now().latency_ms == 20

@@ -15,10 +15,10 @@ from ray.data import ActorPoolStrategy
 
 from echoray.config import PipelineConfig
 from echoray.data.plan import num_chunks, read_plan
+from echoray.data.preprocess_args import preprocess_args
 from echoray.data.sources import SourceIndex
 from echoray.data.stages import Preprocess
-from echoray.train.consumption_echo import echoes_on_worker
-from echoray.train.early_stream import shuffle_buffer_rows
+from echoray.echo_plan import shuffle_buffer_rows
 
 
 def plan_block_chunks(planned_chunks: int, max_actors: int) -> int:
@@ -59,15 +59,9 @@ def build_train_dataset(cfg: PipelineConfig, idx: SourceIndex, collector=None, f
     # never processed the driver's abort (its worker and placement group stayed; the
     # suite's next run stalled). from_blocks computes the metadata here.
     ds = ray.data.from_blocks([pa.table(b) for b in blocks])
-    example_echo = cfg.echo.stage in ("before_augment", "after_augment") and not echoes_on_worker(cfg)
-    ops = cfg.preprocess.augment.ops if cfg.preprocess.augment.on == "cpu" else None
     return ds.map_batches(
         Preprocess,
-        fn_constructor_args=(
-            idx, cfg.source.chunk_size, cfg.source.remote, ops, cfg.seed,
-            cfg.echo.stage if example_echo else "none", cfg.echo.factor if example_echo else 1.0, collector,
-            consumed or None, max_ahead,
-        ),
+        fn_constructor_args=(preprocess_args(cfg, idx, collector, consumed, max_ahead),),
         batch_size=per_call,
         compute=ActorPoolStrategy(min_size=a.min_size, max_size=a.max_size),
         num_cpus=a.num_cpus,
@@ -75,22 +69,3 @@ def build_train_dataset(cfg: PipelineConfig, idx: SourceIndex, collector=None, f
         **({"resources": dict(a.resources)} if a.resources else {}),
     )
 
-
-class TrainStream:
-    """The trainer's "train" dataset as a factory: Ray Train calls it in its controller each
-    time a worker group starts, so a group restarted after a failure reads from the
-    checkpoint it restores (the collector holds the latest one Ray Train registered)."""
-
-    def __init__(self, cfg: PipelineConfig, idx: SourceIndex, collector):
-        self.cfg, self.idx, self.collector = cfg, idx, collector
-
-    def __call__(self) -> ray.data.Dataset:
-        from echoray.runtime.session import quiet_data
-        from echoray.train.checkpoint import read_replay
-
-        quiet_data()  # this runs in Ray Train's controller, not the driver
-        # ... so it can hand the controller to the driver, which stops it if the run fails.
-        self.collector.register_controller.remote(ray.get_runtime_context().current_actor)
-        commit = ray.get(self.collector.latest_checkpoint.remote())
-        first_epoch, consumed = read_replay(commit["checkpoint"]) if commit else (0, None)
-        return build_train_dataset(self.cfg, self.idx, self.collector, first_epoch, consumed)

@@ -18,6 +18,7 @@ from collections import defaultdict
 import numpy as np
 
 from echoray.data.echo import copy_counts, echo_keys
+from echoray.echo_plan import echoes_examples
 
 COPY_BITS = 16
 _COPY_MASK = (1 << COPY_BITS) - 1
@@ -47,7 +48,7 @@ def drop_consumed(rows: dict[str, np.ndarray], consumed: dict[int, np.ndarray] |
 def expected_rows(seed: int, epoch: int, ids: np.ndarray, stage: str, factor: float | str) -> int | None:
     """Rows plan epoch `epoch` holds for these (readable) ids; None when echo.factor is auto
     (the live factor decides the copies)."""
-    if stage not in ("before_augment", "after_augment"):
+    if not echoes_examples(stage):
         return len(ids)
     if factor == "auto":
         return None

@@ -24,8 +24,9 @@ from echoray.config import AugmentOp, RemoteEmulation
 from echoray.data.echo import echo_rows
 from echoray.data.op_shapes import crops_full_image
 from echoray.data.plan import chunk_ids
+from echoray.data.preprocess_args import PreprocessArgs
 from echoray.data.replay import drop_consumed
-from echoray.data.sources.base import SourceError, SourceIndex, read_skipping
+from echoray.data.sources.base import SourceError, read_skipping
 from echoray.seeds import STREAM_AUGMENT, mix, to_int63
 
 STALE_S = 1.0
@@ -71,25 +72,26 @@ def augmenter(ops: list[AugmentOp], first: int) -> Callable[..., np.ndarray]:
 
 
 class Preprocess:
-    """(epoch, chunk) rows -> samples: epoch, sample_id, label, image, echo_copy, echo_copies, aug_key."""
+    """(epoch, chunk) rows -> samples: epoch, sample_id, label, image, echo_copy, echo_copies, aug_key.
 
-    def __init__(self, idx: SourceIndex, chunk_size: int, remote: RemoteEmulation,
-                 ops: list[AugmentOp] | None, seed: int, echo_stage: str, echo_factor: float | str,
-                 collector=None, consumed: dict[int, np.ndarray] | None = None, max_ahead: int | None = None):
+    Made from one PreprocessArgs (data/preprocess_args.py preprocess_args builds it)."""
+
+    def __init__(self, args: PreprocessArgs):
         from echoray.data.sources import open_reader
 
-        self.idx, self.chunk_size, self.remote, self.seed = idx, chunk_size, remote, seed
+        idx = args.idx
+        self.idx, self.chunk_size, self.remote, self.seed = idx, args.chunk_size, args.remote, args.seed
         self.reader = open_reader(idx)
-        self.ops = ops
+        self.ops = args.ops
         # Photos with a random-resized crop first: cut from the full image (data/full_crop.py).
-        self.full_crop = crops_full_image(ops) and idx.kind in ("image_folder", "parquet")
-        self._augment = augmenter(ops, 1 if self.full_crop else 0) if ops is not None else None
-        self.echo_stage = echo_stage
-        self.auto = echo_factor == "auto"
-        self.factor = 1.0 if self.auto else float(echo_factor)
-        self.collector = collector
-        self.consumed = consumed  # a restored run: rows its steps already took (data/replay.py)
-        self.max_ahead = max_ahead  # source.max_rows_ahead (effective), or None
+        self.full_crop = crops_full_image(self.ops) and idx.kind in ("image_folder", "parquet")
+        self._augment = augmenter(self.ops, 1 if self.full_crop else 0) if self.ops is not None else None
+        self.echo_before, self.echo_after = args.echo_before_augment, args.echo_after_augment
+        self.auto = args.echo_factor == "auto"
+        self.factor = 1.0 if self.auto else float(args.echo_factor)
+        self.collector = args.collector
+        self.consumed = args.consumed  # a restored run: rows its steps already took (data/replay.py)
+        self.max_ahead = args.max_ahead  # source.max_rows_ahead (effective), or None
         self.first_read: float | None = None
         self.actor = f"{os.uname().nodename}:{os.getpid()}"
 
@@ -132,7 +134,7 @@ class Preprocess:
             return None, False
         from echoray.data.full_crop import crop_decoder, full_decoder
 
-        if self.echo_stage == "before_augment":
+        if self.echo_before:
             return full_decoder(self.idx.channels), True
         keys = augment_keys(self.seed, {"epoch": epochs, "sample_id": ids}, per_copy=False)
         return crop_decoder(keys, self.ops[0], self.idx.channels), False
@@ -151,7 +153,7 @@ class Preprocess:
             raise SourceError(verdict["message"])
 
     def augment(self, rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        keys = augment_keys(self.seed, rows, per_copy=self.echo_stage == "before_augment")
+        keys = augment_keys(self.seed, rows, per_copy=self.echo_before)
         if self.ops is not None:
             images = rows["image"]
             if images.dtype == object:  # full decodes: each echo copy cuts its own crop
@@ -207,16 +209,16 @@ class Preprocess:
         t0 = time.perf_counter()
         rows = self.read(batch)
         n_read = len(rows["sample_id"])
-        if self.echo_stage == "before_augment":
+        if self.echo_before:
             rows = drop_consumed(self.echo(rows), self.consumed)
             t1 = time.perf_counter()
             rows = self.augment(rows)
             self._report(n_read, t1 - t0, len(rows["sample_id"]), time.perf_counter() - t1)
             return rows
-        if self.echo_stage != "after_augment":
+        if not self.echo_after:
             rows = drop_consumed(rows, self.consumed)
         rows = self.augment(rows)
-        if self.echo_stage == "after_augment":
+        if self.echo_after:
             rows = drop_consumed(self.echo(rows), self.consumed)
         self._report(n_read, time.perf_counter() - t0, 0, 0.0)
         return rows

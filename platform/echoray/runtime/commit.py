@@ -3,7 +3,7 @@
 `after_report` runs in the controller right after Ray Train registered a checkpoint
 (and wrote the snapshot a restarted controller reads), so the collector learns of a
 checkpoint exactly when a restart would use it: epochs up to it are final, and the
-next worker group's training stream starts from it (data/pipeline.py TrainStream).
+next worker group's training stream starts from it (train/train_stream.py TrainStream).
 """
 
 from __future__ import annotations

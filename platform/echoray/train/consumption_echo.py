@@ -117,14 +117,3 @@ class ConsumptionEcho:
         """The echoed rows not trained yet (a checkpoint's pending rows)."""
         return {k: v.copy() for k, v in self.pool.items()} if _rows(self.pool) else None
 
-
-def echoes_on_worker(cfg) -> bool:
-    """Whether the run echoes at consumption time (this module) instead of in the actor:
-    `auto` with echo after augmentation, or before an augmentation that runs on the
-    worker (or with none). Before a CPU augmentation the copies need the actor's
-    per-copy augmentation, so that case stays in the actor (its factor lags the stream)."""
-    e = cfg.echo
-    if e.factor != "auto":
-        return False
-    aug = cfg.preprocess.augment
-    return e.stage == "after_augment" or (e.stage == "before_augment" and (aug.on == "worker" or not aug.ops))

@@ -14,26 +14,17 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 from echoray.config import PipelineConfig
+from echoray.echo_plan import EchoPlan, shuffle_buffer_rows  # noqa: F401 - shuffle_buffer_rows re-exported
 from echoray.seeds import STREAM_SAMPLER, derive_seed
-
-
-def shuffle_buffer_rows(cfg: PipelineConfig) -> int | None:
-    """The local shuffle buffer, at least two batches: with a buffer of exactly one batch,
-    Ray Data 2.60 emitted short batches despite drop_last (414 of 512 rows, measured)."""
-    if not cfg.echo.shuffle_buffer:
-        return None
-    return max(cfg.echo.shuffle_buffer, 2 * cfg.train.batch_size)
 
 
 def batch_stream(data, cfg: PipelineConfig, group: int) -> Iterable[dict]:
     """The batches a reading worker takes from `data` (its Ray Train shard, or the Dataset
     of a run trained in process): exact sizes, a seeded local shuffle per group (none when
     the worker echoes at consumption time: it shuffles in its own pool, after the echo)."""
-    from echoray.train.consumption_echo import echoes_on_worker  # numpy only, no torch
-
     return data.iter_batches(
         batch_size=cfg.train.batch_size, batch_format="numpy", drop_last=True,
-        local_shuffle_buffer_size=None if echoes_on_worker(cfg) else shuffle_buffer_rows(cfg),
+        local_shuffle_buffer_size=None if EchoPlan.from_config(cfg).at_consumption else shuffle_buffer_rows(cfg),
         local_shuffle_seed=derive_seed(cfg.seed, STREAM_SAMPLER, group), prefetch_batches=2)
 
 

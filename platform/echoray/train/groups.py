@@ -18,6 +18,8 @@ import torch
 import torch.distributed as dist
 from ray.train import DataConfig
 
+from echoray.echo_plan import echoes_batches, echoes_examples
+
 INT_FIELDS = ("epoch", "sample_id", "label", "echo_copy", "echo_copies", "aug_key")
 
 
@@ -74,10 +76,10 @@ def steps_per_epoch(echo_stage: str, echo_factor: float | str, batch_size: int, 
     `grouped` mode: a group's members step together through one shard)."""
     factor = echo_factor if echo_factor != "auto" else 1.0
     per_step = readers * batch_size
-    if echo_stage in ("before_augment", "after_augment"):
+    if echoes_examples(echo_stage):
         return max(1, math.floor(num_train * factor / per_step))
     fresh_steps = max(1, num_train // per_step)
-    return max(1, round(fresh_steps * (factor if echo_stage == "batch" else 1.0)))
+    return max(1, round(fresh_steps * (factor if echoes_batches(echo_stage) else 1.0)))
 
 
 def make_groups(world: int, copies: int) -> list:

@@ -16,9 +16,9 @@ from echoray.config import PipelineConfig
 from echoray.data.augment import output_size
 from echoray.data.pipeline import num_chunks
 from echoray.data.plan import read_plan
+from echoray.data.preprocess_args import preprocess_args
 from echoray.data.sources import SourceIndex
 from echoray.data.stages import Preprocess
-from echoray.train.consumption_echo import echoes_on_worker
 from echoray.train.worker_link import Collectives, LocalLink
 
 
@@ -59,11 +59,7 @@ class LocalCollector:
 def preprocessed_blocks(cfg: PipelineConfig, idx: SourceIndex, first_epoch: int = 0,
                         consumed: dict[int, np.ndarray] | None = None) -> Iterator[dict[str, np.ndarray]]:
     """The rows the Ray Data stage would emit, block by block, in read-plan order."""
-    example_echo = cfg.echo.stage in ("before_augment", "after_augment") and not echoes_on_worker(cfg)
-    ops = cfg.preprocess.augment.ops if cfg.preprocess.augment.on == "cpu" else None
-    stage = Preprocess(idx, cfg.source.chunk_size, cfg.source.remote, ops, cfg.seed,
-                       cfg.echo.stage if example_echo else "none", cfg.echo.factor if example_echo else 1.0,
-                       None, consumed)
+    stage = Preprocess(preprocess_args(cfg, idx, consumed=consumed))
     per_call = max(1, cfg.preprocess.batch_size // cfg.source.chunk_size)
     for plan in read_plan(cfg.seed, cfg.train.max_epochs, num_chunks(len(idx.train_ids), cfg.source.chunk_size),
                           first_epoch=first_epoch):

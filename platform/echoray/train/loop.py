@@ -31,6 +31,7 @@ import torch
 from echoray.config import PipelineConfig
 from echoray.data.augment import output_size
 from echoray.data.replay import ConsumedLog
+from echoray.echo_plan import EchoPlan
 from echoray.seeds import STREAM_MODEL, STREAM_SAMPLER, derive_seed
 from echoray.train.accounting import AuditBuffer
 from echoray.train.batch_augment import (
@@ -41,7 +42,7 @@ from echoray.train.batch_augment import (
     worker_views,
 )
 from echoray.train.batching import pack_unique
-from echoray.train.consumption_echo import ConsumptionEcho, agree_min, echoes_on_worker
+from echoray.train.consumption_echo import ConsumptionEcho, agree_min
 from echoray.train.device import LossMeter, Precision, ToDevice, memory_format
 from echoray.train.early_stream import batch_stream, shuffle_buffer_rows  # noqa: F401 - re-exported
 from echoray.train.evaluate import Normalizer
@@ -133,7 +134,8 @@ class WorkerLoop:
         self.consumed = ConsumedLog()
         self.pending: tuple | None = None  # (batch, next repeat, repeats) cut short by a checkpoint
         # echo.factor: auto decided as rows are taken from the stream (train/consumption_echo.py)
-        self.worker_echo = echoes_on_worker(cfg)
+        self.plan = EchoPlan.from_config(cfg)
+        self.worker_echo = self.plan.at_consumption
         self.echo_stage: ConsumptionEcho | None = None
         self.restored_pool: dict[str, np.ndarray] | None = None
         self.loss = LossMeter()
@@ -164,11 +166,10 @@ class WorkerLoop:
                                     memory_format=self.fmt)
         self.to_device = ToDevice(self.device)
         self.repeats = BatchEchoDraws(cfg.seed, cfg.echo.factor, self.rank, self.env.link,
-                                      self.env.comm.broadcast_float) if cfg.echo.stage == "batch" else None
+                                      self.env.comm.broadcast_float) if self.plan.on_batches else None
         n_readers = self.layout.readers
-        by_fresh = cfg.echo.factor == "auto" and cfg.echo.stage != "batch"
         self.clock = FreshClock(self.n_train, n_readers * t.batch_size, self.env.comm.all_reduce_ints,
-                                per_epoch=t.evals_per_epoch) if by_fresh else None
+                                per_epoch=t.evals_per_epoch) if self.plan.epochs_by_fresh else None
 
     def restore(self, restored) -> None:
         """Continue from a checkpoint (train/checkpoint.py Restored; model and optimizer
@@ -198,8 +199,7 @@ class WorkerLoop:
                 agree=agree_min(self.env.comm.gather) if self.world > 1 else None, pool=self.restored_pool)
             batches = self.echo_stage.batches(source)
         elif self.reads:
-            separate = cfg.echo.separate_copies and cfg.echo.stage in ("before_augment", "after_augment")
-            batches = pack_unique(source, cfg.train.batch_size, max_carry=None if separate else 0)
+            batches = pack_unique(source, cfg.train.batch_size, max_carry=None if self.plan.separate_copies else 0)
         if self.grouped:
             from echoray.train.groups import broadcast_batches, make_groups
 
@@ -266,7 +266,7 @@ class WorkerLoop:
         images = self.to_device("image", batch["image"])
         labels = self.to_device("label", np.asarray(batch["label"], dtype=np.int64))
         images, labels, aug_key, rows = worker_views(
-            self.cfg.seed, batch, images, labels, per_copy=self.cfg.echo.stage == "before_augment",
+            self.cfg.seed, batch, images, labels, per_copy=self.plan.per_copy_augment,
             views=self.views, ops=self.ops, on_worker=self.views_on_worker)
         return self.normalize(images), labels, aug_key, rows
 

@@ -15,12 +15,12 @@ from ray.train import (
 from ray.train.torch import TorchConfig, TorchTrainer
 
 from echoray.config import PipelineConfig
-from echoray.data.pipeline import TrainStream
 from echoray.data.sources import SourceIndex
 from echoray.runtime.commit import CommitCallback
 from echoray.runtime.resources import ResourcePlan
 from echoray.train.entry import train_loop_per_worker
 from echoray.train.groups import GroupedDataConfig
+from echoray.train.train_stream import TrainStream
 
 TRAIN_RUN_NAME = "train"
 # Ray Train's controller takes a worker's report (checkpoint) only when it polls the

@@ -1,0 +1,86 @@
+"""Where the echo happens and what follows from it, decided once from the config.
+
+`EchoPlan.from_config(cfg)` answers every question the pipeline asks of `echo.stage`
+(which process repeats what, at which factor, how an epoch is counted) as named
+attributes; the rest of the code reads them instead of comparing stage names. This
+module and its two stage rules (`echoes_examples`, `echoes_batches`) are the only code
+that branches on a stage name. It imports nothing from echoray, so config.py, data/
+and train/ can all use it without importing each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+EXAMPLE_STAGES = ("before_augment", "after_augment")
+
+
+def echoes_examples(stage: str) -> bool:
+    """Whether echo.stage repeats examples (before or after their augmentation)."""
+    return stage in EXAMPLE_STAGES
+
+
+def echoes_batches(stage: str) -> bool:
+    """Whether echo.stage repeats whole batches on the worker (batch echo)."""
+    return stage == "batch"
+
+
+@dataclass(frozen=True)
+class EchoPlan:
+    """The echo decisions of one run (see the module docstring).
+
+    Exactly one of in_actor_before_augment, in_actor_after_augment, at_consumption,
+    on_batches is true when the run echoes; none is when echo.stage is none."""
+
+    stage: str  # echo.stage, as configured (for records)
+    factor: float | str  # echo.factor, as configured (a number or "auto")
+    examples: bool  # the stage repeats examples (its draws decide rows per epoch)
+    on_batches: bool  # the worker repeats each batch (train/worker_link.py BatchEchoDraws)
+    # echo.factor: auto of examples made by the reading worker as it takes rows from the
+    # stream (train/consumption_echo.py): after augmentation, or before one that runs on
+    # the worker (or with none). Before a CPU augmentation the copies need the actor's
+    # per-copy augmentation, so that case stays in the actor (its factor lags the stream).
+    at_consumption: bool
+    in_actor_before_augment: bool  # the preprocessing actor echoes, then augments each copy
+    in_actor_after_augment: bool  # the preprocessing actor augments, then echoes
+    actor_factor: float | str  # the factor the actor applies: 1.0 where it does not echo
+    per_copy_augment: bool  # each echo copy gets its own augmentation key (echo precedes it)
+    separate_copies: bool  # repack batches so copies of one sample rarely share one (train/batching.py)
+    epochs_by_fresh: bool  # an epoch ends by the count of fresh examples, not of steps
+
+    @property
+    def in_actor(self) -> bool:
+        """Whether the preprocessing actor echoes (before or after augmentation)."""
+        return self.in_actor_before_augment or self.in_actor_after_augment
+
+    @classmethod
+    def from_config(cls, cfg) -> EchoPlan:
+        """The plan of a PipelineConfig."""
+        return cls.from_sections(cfg.echo, cfg.preprocess.augment)
+
+    @classmethod
+    def from_sections(cls, echo, augment) -> EchoPlan:
+        """The plan of an EchoConfig and an AugmentConfig (config.py's validator has no
+        PipelineConfig yet)."""
+        examples = echoes_examples(echo.stage)
+        auto = echo.factor == "auto"
+        before = echo.stage == "before_augment"
+        at_consumption = auto and examples and (not before or augment.on == "worker" or not augment.ops)
+        in_actor = examples and not at_consumption
+        return cls(
+            stage=echo.stage, factor=echo.factor, examples=examples, on_batches=echoes_batches(echo.stage),
+            at_consumption=at_consumption,
+            in_actor_before_augment=in_actor and before, in_actor_after_augment=in_actor and not before,
+            actor_factor=echo.factor if in_actor else 1.0, per_copy_augment=before,
+            separate_copies=echo.separate_copies and examples,
+            epochs_by_fresh=auto and not echoes_batches(echo.stage),
+        )
+
+
+def shuffle_buffer_rows(cfg) -> int | None:
+    """The worker's local shuffle buffer (and consumption-echo pool), at least two batches:
+    with a buffer of exactly one batch, Ray Data 2.60 emitted short batches despite
+    drop_last (414 of 512 rows, measured). None: echo.shuffle_buffer is 0 (no shuffle)."""
+    if not cfg.echo.shuffle_buffer:
+        return None
+    return max(cfg.echo.shuffle_buffer, 2 * cfg.train.batch_size)

@@ -1,0 +1,147 @@
+"""The echo plan (echoray/echo_plan.py) against the rules the stage comparisons it
+replaced implemented (train/loop.py, data/pipeline.py, train/local_run.py,
+train/consumption_echo.py echoes_on_worker, config.py), for every echo.stage x
+echo.factor (fixed, fractional, auto) x preprocess.augment.on x with/without ops."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from echoray.config import PipelineConfig
+from echoray.data.preprocess_args import preprocess_args
+from echoray.echo_plan import EchoPlan, echoes_batches, echoes_examples, shuffle_buffer_rows
+
+# site: who echoes. actor_before / actor_after: the preprocessing actor, before / after
+# augmenting; consumption: the reading worker as it takes rows (auto); batches: the worker
+# repeats batches; none. actor_factor: the factor the actor is given. per_copy: each copy
+# its own augmentation key. by_fresh: epochs end by the fresh-example count.
+# (stage, factor, augment.on, ops, site, actor_factor, per_copy, by_fresh)
+TABLE = [
+    ("none", 2.0, "cpu", "ops", "none", 1.0, False, False),
+    ("none", 2.0, "cpu", "no ops", "none", 1.0, False, False),
+    ("none", 2.0, "worker", "ops", "none", 1.0, False, False),
+    ("none", 2.0, "worker", "no ops", "none", 1.0, False, False),
+    ("none", 1.5, "cpu", "ops", "none", 1.0, False, False),
+    ("none", 1.5, "cpu", "no ops", "none", 1.0, False, False),
+    ("none", 1.5, "worker", "ops", "none", 1.0, False, False),
+    ("none", 1.5, "worker", "no ops", "none", 1.0, False, False),
+    ("none", "auto", "cpu", "ops", "none", 1.0, False, True),
+    ("none", "auto", "cpu", "no ops", "none", 1.0, False, True),
+    ("none", "auto", "worker", "ops", "none", 1.0, False, True),
+    ("none", "auto", "worker", "no ops", "none", 1.0, False, True),
+    ("before_augment", 2.0, "cpu", "ops", "actor_before", 2.0, True, False),
+    ("before_augment", 2.0, "cpu", "no ops", "actor_before", 2.0, True, False),
+    ("before_augment", 2.0, "worker", "ops", "actor_before", 2.0, True, False),
+    ("before_augment", 2.0, "worker", "no ops", "actor_before", 2.0, True, False),
+    ("before_augment", 1.5, "cpu", "ops", "actor_before", 1.5, True, False),
+    ("before_augment", 1.5, "cpu", "no ops", "actor_before", 1.5, True, False),
+    ("before_augment", 1.5, "worker", "ops", "actor_before", 1.5, True, False),
+    ("before_augment", 1.5, "worker", "no ops", "actor_before", 1.5, True, False),
+    ("before_augment", "auto", "cpu", "ops", "actor_before", "auto", True, True),
+    ("before_augment", "auto", "cpu", "no ops", "consumption", 1.0, True, True),
+    ("before_augment", "auto", "worker", "ops", "consumption", 1.0, True, True),
+    ("before_augment", "auto", "worker", "no ops", "consumption", 1.0, True, True),
+    ("after_augment", 2.0, "cpu", "ops", "actor_after", 2.0, False, False),
+    ("after_augment", 2.0, "cpu", "no ops", "actor_after", 2.0, False, False),
+    ("after_augment", 2.0, "worker", "ops", "actor_after", 2.0, False, False),
+    ("after_augment", 2.0, "worker", "no ops", "actor_after", 2.0, False, False),
+    ("after_augment", 1.5, "cpu", "ops", "actor_after", 1.5, False, False),
+    ("after_augment", 1.5, "cpu", "no ops", "actor_after", 1.5, False, False),
+    ("after_augment", 1.5, "worker", "ops", "actor_after", 1.5, False, False),
+    ("after_augment", 1.5, "worker", "no ops", "actor_after", 1.5, False, False),
+    ("after_augment", "auto", "cpu", "ops", "consumption", 1.0, False, True),
+    ("after_augment", "auto", "cpu", "no ops", "consumption", 1.0, False, True),
+    ("after_augment", "auto", "worker", "ops", "consumption", 1.0, False, True),
+    ("after_augment", "auto", "worker", "no ops", "consumption", 1.0, False, True),
+    ("batch", 2.0, "cpu", "ops", "batches", 1.0, False, False),
+    ("batch", 2.0, "cpu", "no ops", "batches", 1.0, False, False),
+    ("batch", 2.0, "worker", "ops", "batches", 1.0, False, False),
+    ("batch", 2.0, "worker", "no ops", "batches", 1.0, False, False),
+    ("batch", 1.5, "cpu", "ops", "batches", 1.0, False, False),
+    ("batch", 1.5, "cpu", "no ops", "batches", 1.0, False, False),
+    ("batch", 1.5, "worker", "ops", "batches", 1.0, False, False),
+    ("batch", 1.5, "worker", "no ops", "batches", 1.0, False, False),
+    ("batch", "auto", "cpu", "ops", "batches", 1.0, False, False),
+    ("batch", "auto", "cpu", "no ops", "batches", 1.0, False, False),
+    ("batch", "auto", "worker", "ops", "batches", 1.0, False, False),
+    ("batch", "auto", "worker", "no ops", "batches", 1.0, False, False),
+]
+OPS = [{"op": "random_crop", "padding": 2}]
+
+
+def config(stage, factor, on, ops, separate_copies=True) -> PipelineConfig:
+    return PipelineConfig.model_validate({
+        "echo": {"stage": stage, "factor": factor, "separate_copies": separate_copies},
+        "preprocess": {"augment": {"on": on, "ops": OPS if ops == "ops" else []}},
+    })
+
+
+def test_the_table_covers_every_combination():
+    combos = {row[:4] for row in TABLE}
+    assert len(combos) == len(TABLE) == 4 * 3 * 2 * 2
+
+
+@pytest.mark.parametrize("stage, factor, on, ops, site, actor_factor, per_copy, by_fresh", TABLE)
+def test_plan_attributes(stage, factor, on, ops, site, actor_factor, per_copy, by_fresh):
+    plan = EchoPlan.from_config(config(stage, factor, on, ops))
+    examples = stage in ("before_augment", "after_augment")
+    assert (plan.stage, plan.factor) == (stage, factor)
+    assert plan.examples is examples
+    assert plan.on_batches is (site == "batches")
+    assert plan.at_consumption is (site == "consumption")
+    assert plan.in_actor_before_augment is (site == "actor_before")
+    assert plan.in_actor_after_augment is (site == "actor_after")
+    assert plan.in_actor is (site in ("actor_before", "actor_after"))
+    assert plan.actor_factor == actor_factor and type(plan.actor_factor) is type(actor_factor)
+    assert plan.per_copy_augment is per_copy
+    assert plan.separate_copies is examples  # echo.separate_copies: true (the default)
+    assert plan.epochs_by_fresh is by_fresh
+    assert EchoPlan.from_config(config(stage, factor, on, ops, separate_copies=False)).separate_copies is False
+
+
+@pytest.mark.parametrize("stage, factor, on, ops, site, actor_factor, per_copy, by_fresh", TABLE)
+def test_actor_record_follows_the_plan(stage, factor, on, ops, site, actor_factor, per_copy, by_fresh):
+    cfg = config(stage, factor, on, ops)
+    args = preprocess_args(cfg, idx=None, collector="c", consumed={}, max_ahead=7)
+    assert (args.echo_before_augment, args.echo_after_augment) == (site == "actor_before", site == "actor_after")
+    assert args.echo_factor == actor_factor
+    assert args.ops == (cfg.preprocess.augment.ops if on == "cpu" else None)
+    assert (args.chunk_size, args.remote, args.seed) == (cfg.source.chunk_size, cfg.source.remote, cfg.seed)
+    assert (args.collector, args.consumed, args.max_ahead) == ("c", None, 7)  # an empty log is no log
+
+
+def test_stage_rules():
+    assert [echoes_examples(s) for s in ("none", "before_augment", "after_augment", "batch")] == \
+        [False, True, True, False]
+    assert [echoes_batches(s) for s in ("none", "before_augment", "after_augment", "batch")] == \
+        [False, False, False, True]
+
+
+def test_the_validator_uses_the_plan_rule():
+    grouped = {"batch_augmentation": {"copies": 2, "mode": "grouped"}, "scaling": {"num_workers": 2}}
+    on_worker = {"augment": {"on": "worker"}}
+    with pytest.raises(ValueError, match="decided on the reading worker"):
+        PipelineConfig.model_validate({**grouped, "preprocess": on_worker,
+                                       "echo": {"stage": "after_augment", "factor": "auto"}})
+    for echo in ({"stage": "batch", "factor": "auto"}, {"stage": "after_augment", "factor": 2.0}):
+        PipelineConfig.model_validate({**grouped, "preprocess": on_worker, "echo": echo})
+
+
+@pytest.mark.parametrize("buffer, batch, rows", [(0, 64, None), (512, 64, 512), (100, 64, 128), (512, 300, 600)])
+def test_shuffle_buffer_rows(buffer, batch, rows):
+    cfg = PipelineConfig.model_validate({"echo": {"shuffle_buffer": buffer}, "train": {"batch_size": batch}})
+    assert shuffle_buffer_rows(cfg) == rows
+
+
+def test_data_never_imports_train():
+    data = Path(__file__).resolve().parents[2] / "platform" / "echoray" / "data"
+    imported = set()
+    for f in data.rglob("*.py"):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                imported.add((f.name, node.module))
+            elif isinstance(node, ast.Import):
+                imported.update((f.name, a.name) for a in node.names)
+    assert not [(f, m) for f, m in imported if m == "echoray.train" or m.startswith("echoray.train.")]
+    assert ("pipeline.py", "echoray.echo_plan") in imported  # the walk sees data/'s imports
