@@ -128,13 +128,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"echoray: interrupted{': ' + str(exc) if str(exc) else ''}", file=err())
         return exc.exit_code if isinstance(exc, Terminated) else EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence
-        if os.environ.get("ECHORAY_DEBUG"):
+        # A crash prints in full: with the libraries' output diverted (console.py) their own
+        # report of it is in the log, so the traceback comes here (ECHORAY_DEBUG: always).
+        if os.environ.get("ECHORAY_DEBUG") or console.log_path() is not None:
             import traceback
 
             traceback.print_exc(file=err())
         from echoray.failures import describe_failure
 
         print(f"echoray: run failed: {describe_failure(exc)}", file=err())
+        if console.log_path() is not None and console.log_path().name == console.LOG_NAME:
+            print(f"echoray: Ray's and MLflow's messages: {console.log_path()}", file=err())  # else restore() names it
         return EXIT_FAILED
     finally:
         # Ray is shut down only once no fit thread is blocked in it (runtime/monitor.py
