@@ -446,7 +446,7 @@ def where_lines(s: dict[str, Any], in_job: bool, host: str, mlflow_cmd: str = "m
              f"{s.get('mlflow_artifact_uri') or 'see the run'}"]
     if uri.startswith(("http://", "https://")):
         lines.append(f"MLflow UI: {run_url(s)}  (from outside the cluster: forward that port with ssh -L, "
-                     "README \"Run on a cluster\", MLflow UI)")
+                     "docs/how-to/cluster.md, \"MLflow UI\")")
     elif uri.startswith("sqlite:"):
         lines.append(f"MLflow store {uri} on {host}; the UI, there: {mlflow_cmd} ui --backend-store-uri {uri} "
                      "(a cluster's head exports MLFLOW_TRACKING_URI of its tracking server instead)")
