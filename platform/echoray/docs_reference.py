@@ -141,14 +141,18 @@ def _field_default(info: FieldInfo) -> Any:
 
 
 def config_keys(model: type[BaseModel] = PipelineConfig, prefix: str = "") -> Iterator[Key]:
-    """Every key of the config tree, sections first then their keys, in field order; the
-    models of list or dict fields (augment ops, search dimensions) follow as `key[].x` and
-    `key.<name>.x`."""
-    for name, info in model.model_fields.items():
+    """Every key of the config tree: a model's values in field order, then its sections,
+    each heading its own keys; the models of list or dict fields (augment ops, search
+    dimensions) follow their field as `key[].x` and `key.<key>.x`."""
+    def is_section(info: FieldInfo) -> bool:
+        return isinstance(info.annotation, type) and issubclass(info.annotation, BaseModel)
+
+    fields = model.model_fields.items()
+    for name, info in [*((n, i) for n, i in fields if not is_section(i)), *((n, i) for n, i in fields if is_section(i))]:
         key = f"{prefix}{name}"
         ann = info.annotation
         default = _field_default(info)
-        if isinstance(ann, type) and issubclass(ann, BaseModel):
+        if is_section(info):
             yield Key(key, "section", "", "", info.description, section=True)
             yield from config_keys(ann, key + ".")
             continue
