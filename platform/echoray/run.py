@@ -121,6 +121,7 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
     check_reachable(uri)
     run_dir = resume.run_dir if resume else new_run_dir(cfg, out)
     storage = resume.storage if resume else checkpoint_location(cfg.train.storage_path, run_dir)
+    quiet = _quiet_console()
     if is_uri(storage) and not resume:  # a missing bucket, bad credentials: before anything starts
         _storage_checked(open_location, storage, "train.storage_path")
 
@@ -147,6 +148,8 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
                     storage=storage, resumes=resume.resumes if resume else None,
                     trainer="in_process" if in_process else "ray_train")
     _say_start(cfg, idx, run_dir, run_id, use_gpu, in_process and not hooks.in_process)
+    if quiet:
+        _say_console_log(run_dir)
     status = "FAILED"
     collector = None
     try:
@@ -238,6 +241,26 @@ def _in_process_fit(cfg: PipelineConfig, idx: SourceIndex, collector, storage: s
     store = (CheckpointStore(storage, None if cfg.audit.enabled else cfg.train.checkpoints_to_keep)
              if keeps_checkpoints else None)
     return in_process_fit(cfg, idx, collector, store, resume.checkpoint if resume else None)
+
+
+def _quiet_console() -> bool:
+    """Under `echoray train` without --verbose: the libraries' output to a log file
+    (echoray/console.py), RUN_DIR/console.log once the run folder exists."""
+    from echoray import console
+
+    return console.divert()
+
+
+def _say_console_log(run_dir: Path) -> None:
+    """Name the run's log file once it is in the run folder, with echoray's words for the
+    library warnings the user can act on."""
+    from echoray import console
+
+    log_file = console.settle(run_dir)
+    if log_file is not None:
+        say(f"Ray's and MLflow's messages: {log_file} (--verbose prints them here)")
+        for line in console.advice():
+            say(line)
 
 
 def _say_start(cfg: PipelineConfig, idx: SourceIndex, run_dir: Path, run_id: str, use_gpu: bool,
@@ -424,7 +447,7 @@ def where_lines(s: dict[str, Any], in_job: bool, host: str, mlflow_cmd: str = "m
              f"{s.get('mlflow_artifact_uri') or 'see the run'}"]
     if uri.startswith(("http://", "https://")):
         lines.append(f"MLflow UI: {run_url(s)}  (from outside the cluster: forward that port with ssh -L, "
-                     "README \"Run on a cluster\", MLflow UI)")
+                     "docs/how-to/cluster.md, \"MLflow UI\")")
     elif uri.startswith("sqlite:"):
         lines.append(f"MLflow store {uri} on {host}; the UI, there: {mlflow_cmd} ui --backend-store-uri {uri} "
                      "(a cluster's head exports MLFLOW_TRACKING_URI of its tracking server instead)")

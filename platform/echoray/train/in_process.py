@@ -12,7 +12,7 @@ pool starts per trial.
 (`scaling.in_process: auto`, the default): on this 2-core machine the default digits run
 reached its first step 10.8 s after the command started instead of 22.0 s, and the
 command ended after 17.9 s instead of 29.5 s (medians of 3, benchmarks/startup.py
---trainers auto false, README "What make run does").
+--trainers auto false, docs/benchmarks/startup.md).
 
 The same WorkerLoop runs, on the same Ray Data stream (data/pipeline.py), reporting
 to the same RunCollector through a CollectorLink: seeds, fresh-example accounting,
