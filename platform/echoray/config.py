@@ -36,8 +36,21 @@ class RemoteEmulation(Section):
         return self
 
 
+class TokenizerConfig(Section):
+    """How text becomes tokens (source.kind: text, data/text/tokenizers.py): `bytes`, the
+    256 byte values + end-of-document; `bpe`, a byte-level BPE of vocab_size symbols
+    trained once on the training split (deterministic), or loaded from `path` (a
+    tokenizer.json an earlier run saved)."""
+
+    kind: Literal["bytes", "bpe"] = "bytes"
+    vocab_size: Annotated[int, Field(ge=260, le=1 << 20)] = 4096
+    path: str | None = None
+    # BPE training reads at most this many bytes of training documents, a seeded sample.
+    train_bytes: PositiveInt = 64 << 20
+
+
 class SourceConfig(Section):
-    kind: Literal["digits", "cifar10", "image_folder", "parquet"] = "digits"
+    kind: Literal["digits", "cifar10", "image_folder", "parquet", "text"] = "digits"
     path: str | None = None
     eval_path: str | None = None
     holdout_fraction: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.2
@@ -58,6 +71,13 @@ class SourceConfig(Section):
     # Raised to what the worker's buffers need (data/pipeline.py rows_ahead_floor).
     max_rows_ahead: PositiveInt | None = None
     remote: RemoteEmulation = RemoteEmulation()
+    # source.kind: text (data/text/): tokens per packed sequence (each sample holds
+    # seq_len + 1), the byte size of one read-plan range, which file names are documents.
+    seq_len: PositiveInt = 128
+    range_bytes: Annotated[int, Field(ge=1024)] = 1 << 20
+    text_suffixes: list[str] = [".txt", ".rst", ".md"]
+    text_exclude: list[str] = []  # glob patterns of paths under source.path to leave out ("translations/*")
+    tokenizer: TokenizerConfig = TokenizerConfig()
 
     @model_validator(mode="after")
     def _path_needed(self) -> SourceConfig:
@@ -143,18 +163,23 @@ class BatchAugmentationConfig(Section):
 
 
 class ModelConfig(Section):
-    name: Literal["small_cnn", "resnet20", "resnet32", "resnet44", "resnet56", "resnet50"] = (
-        "small_cnn"
-    )
+    name: Literal["small_cnn", "resnet20", "resnet32", "resnet44", "resnet56", "resnet50",
+                  "transformer_lm"] = "small_cnn"
     width: PositiveInt = 32
+    # transformer_lm (train/lm.py; context = source.seq_len): blocks and attention heads
+    layers: PositiveInt = 4
+    heads: PositiveInt = 4
     dropout: Fraction = 0.0
     ghost_batch_size: PositiveInt | None = None
 
 
 class OptimizerConfig(Section):
-    name: Literal["sgd"] = "sgd"
+    # adamw (language models): momentum is Adam's beta1, beta2 its second-moment decay,
+    # weight_decay decoupled (torch.optim.AdamW)
+    name: Literal["sgd", "adamw"] = "sgd"
     lr: Annotated[float, Field(gt=0)] = 0.05
     momentum: Annotated[float, Field(ge=0, lt=1)] = 0.9
+    beta2: Annotated[float, Field(ge=0, lt=1)] = 0.999
     nesterov: bool = True
     weight_decay: Annotated[float, Field(ge=0)] = 5e-4
 
@@ -170,8 +195,10 @@ class TrainConfig(Section):
     batch_size: PositiveInt = 64
     max_epochs: PositiveInt = 20
     max_fresh_examples: PositiveInt | None = None
-    metric: Literal["accuracy"] = "accuracy"
-    target: Fraction | None = 0.97  # null: no target, train until the budget is spent
+    # accuracy (images; reach-above) or, for language models, bits_per_byte / perplexity
+    # on the held-out split (reach-below): the direction lives in echoray/metrics.py.
+    metric: Literal["accuracy", "bits_per_byte", "perplexity"] = "accuracy"
+    target: Annotated[float, Field(ge=0)] | None = 0.97  # null: no target, train until the budget is spent
     # Evaluations per epoch of fresh data, at evenly spaced points (steps, or fresh examples
     # under echo.factor: auto): fresh examples and time to target are then observed every
     # 1/k epoch instead of once per epoch. At most the optimizer steps of one epoch at e = 1.
@@ -313,10 +340,38 @@ class PipelineConfig(Section):
                 "scaling.max_failures restarts workers from the last checkpoint: "
                 "set train.checkpoint_every >= 1 (or scaling.max_failures: 0)"
             )
+        _check_text(self)
         for key in self.search.space:
             if not _is_leaf_key(self, key.split(".")):
                 raise ValueError(f"search.space.{key}: not a config key (use a dotted path such as optimizer.lr)")
         return self
+
+
+def _check_text(cfg: PipelineConfig) -> None:
+    """Text and image settings do not mix: an LM needs a text source and an LM metric, and
+    text has no input augmentation (unset ops become [], set ones are refused)."""
+    text, lm = cfg.source.kind == "text", cfg.model.name == "transformer_lm"
+    if text != lm:
+        raise ValueError("source.kind: text goes with model.name: transformer_lm (and only with it)")
+    if cfg.train.metric == "accuracy" and cfg.train.target is not None and cfg.train.target > 1:
+        raise ValueError(f"train.target: accuracy is a fraction in [0, 1] (got {cfg.train.target})")
+    if text != (cfg.train.metric != "accuracy"):
+        raise ValueError("train.metric: text runs score bits_per_byte or perplexity, image runs accuracy")
+    if not text:
+        return
+    aug = cfg.preprocess.augment
+    if "ops" not in aug.model_fields_set:
+        aug.ops = []
+    elif aug.ops:
+        raise ValueError("preprocess.augment.ops: text has no input augmentation; set it to [] or leave it out")
+    if cfg.source.limit is not None:
+        raise ValueError("source.limit: a text source is limited by its path (or source.text_exclude), "
+                         "not by a count of sequences")
+    if cfg.source.chunk_size != 1:
+        raise ValueError("source.chunk_size: a text plan's chunk is one read unit (source.range_bytes); "
+                         "leave chunk_size at 1 (preprocess.batch_size counts units per actor call)")
+    if cfg.model.width % cfg.model.heads:
+        raise ValueError(f"model.width ({cfg.model.width}) must be a multiple of model.heads ({cfg.model.heads})")
 
 
 def _is_leaf_key(node: BaseModel, parts: list[str]) -> bool:

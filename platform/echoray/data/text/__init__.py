@@ -1,0 +1,1 @@
+"""The text source: documents -> read units -> tokens -> packed sequences (see source.py)."""

@@ -1,0 +1,36 @@
+"""What a text run records beside its metrics: tokenizer.json and summary.json's `text`.
+
+The BPE tokenizer a run trained (or loaded) is written to RUN_DIR/tokenizer.json and
+logged to MLflow, so `source.tokenizer.path` can reuse it; the bytes tokenizer has
+nothing to save. `fresh_tokens`/`trained_tokens` count predicted tokens: seq_len per
+sequence (a row holds seq_len + 1 tokens, its inputs and next-token targets).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+LM_EPOCH_KEYS = ("bits_per_byte", "perplexity", "eval_loss")
+
+
+def save_tokenizer(idx, run_dir: Path) -> Path | None:
+    spec = idx.details.get("tokenizer") if idx.kind == "text" else None
+    if not spec or spec["kind"] != "bpe":
+        return None
+    path = run_dir / "tokenizer.json"
+    path.write_text(spec["json"])
+    return path
+
+
+def text_summary(idx, final: dict[str, Any]) -> dict[str, Any] | None:
+    if idx.kind != "text":
+        return None
+    d = idx.details
+    seq_len = d["seq_len"]
+    return {
+        "tokenizer": d["tokenizer"]["kind"], "vocab_size": idx.num_classes, "seq_len": seq_len,
+        "fresh_tokens": final["fresh_examples"] * seq_len,
+        "trained_tokens": final.get("trained_samples", final["trained_examples"]) * seq_len,
+        "train": d["stats"]["train"], "eval": d["stats"]["eval"],
+    }
