@@ -314,6 +314,7 @@ class PipelineConfig(Section):
 
     @model_validator(mode="after")
     def _cross_section(self) -> PipelineConfig:
+        _check_text(self)  # first: it empties a text run's (image) augmentation ops
         m = self.batch_augmentation.copies
         ops_on_cpu = self.preprocess.augment.on == "cpu" and self.preprocess.augment.ops
         if (m > 1 or self.batch_augmentation.tta_views) and ops_on_cpu:
@@ -340,7 +341,6 @@ class PipelineConfig(Section):
                 "scaling.max_failures restarts workers from the last checkpoint: "
                 "set train.checkpoint_every >= 1 (or scaling.max_failures: 0)"
             )
-        _check_text(self)
         for key in self.search.space:
             if not _is_leaf_key(self, key.split(".")):
                 raise ValueError(f"search.space.{key}: not a config key (use a dotted path such as optimizer.lr)")
