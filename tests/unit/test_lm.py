@@ -170,3 +170,24 @@ def test_text_eval_set_scores_a_uniform_model_at_log2_vocab_per_byte(repo, tmp_p
     assert got["eval_loss"] == pytest.approx(math.log(257))
     assert got["bits_per_byte"] == pytest.approx(math.log2(257) * tokens.numel() / n_bytes)
     assert len(ev.tokens) == len(idx.eval_ids)
+
+
+def test_search_outcome_and_report_follow_the_metric_direction(tmp_path):
+    from echoray.tune.outcome import summarize
+    from echoray.tune.plots import plot_batch_augmentation, reach_sign
+    from echoray.tune.report import format_table
+
+    recs = [{"repeat": 0, "index": i, "trial_key": f"r0-t{i}", "params": {}, "seed": 1, "status": "reached",
+             "fresh_examples_to_target": f, "steps_to_target": 1, "best_accuracy": None, "best_metric": b,
+             "mlflow_run_id": None} for i, (f, b) in enumerate([(900, 1.9), (400, 2.1)])]
+    out = summarize(recs, 1)
+    assert out["repeats"][0]["best"]["best_metric"] == 2.1  # fewest fresh examples wins, not the metric
+    assert out["best_metric"]["mean"] == 2.1 and out["best_accuracy"]["n"] == 0
+    assert reach_sign("bits_per_byte") == "<=" and reach_sign("accuracy") == ">="
+    rows = [{"copies": m, "best_metric": {"mean": v, "min": v - 0.1, "max": v + 0.1, "n": 1}}
+            for m, v in ((1, 2.0), (4, 1.8))]
+    assert plot_batch_augmentation(rows, tmp_path / "ba.png", "t", "bits_per_byte").exists()
+    table = format_table([{"label": "baseline", "factor": 1.0, "relative": {"mean": 1.0},
+                           "fresh_examples_to_target": {"mean": 5.0, "min": 4.0, "max": 6.0},
+                           "best_metric": {"mean": 1.8}}], "bits_per_byte")
+    assert "best bpb" in table[0] and "1.8000" in table[1]

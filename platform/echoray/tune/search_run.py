@@ -21,6 +21,7 @@ from echoray.config_load import ConfigError, flatten, validate
 from echoray.data.sources import index_source
 from echoray.failures import describe_failure
 from echoray.locations import runs_root
+from echoray.metrics import metric_named
 from echoray.run import resolve_gpu, say
 from echoray.runtime.resources import format_shortfall, plan_resources, shortfall
 from echoray.runtime.session import start_ray
@@ -146,7 +147,8 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
         summary = {
             "pipeline": pipeline, "search_dir": str(d.resolve()), "mlflow_parent_run_id": run_id,
             "mlflow_tracking_uri": uri, "objective": "fresh_examples_to_target",
-            "target": {"metric": cfg.train.metric, "value": cfg.train.target},
+            "target": {"metric": cfg.train.metric, "value": cfg.train.target,
+                       "direction": metric_named(cfg.train.metric).direction},
             "trials_per_repeat": points.trials, "sequence": points.sequence,
             "scramble_seeds": [points.scramble_seed(r) for r in range(points.repeats)],
             "space": {k: v.model_dump(mode="json") for k, v in points.space.items()},
@@ -210,6 +212,7 @@ def _records(grid, base: dict, points: SearchPoints) -> tuple[list[dict[str, Any
                "seed": trial_tree(base, point)["seed"],
                "fresh_examples_to_target": m.get("fresh_examples_to_target"),
                "steps_to_target": m.get("steps_to_target"), "best_accuracy": m.get("best_accuracy"),
+               "best_metric": m.get("best_metric", m.get("best_accuracy")),
                "fresh_examples": m.get("fresh_examples"), "epochs": m.get("epoch"),
                "mlflow_run_id": m.get("mlflow_run_id"), "error": None}
         if result.error is not None:
