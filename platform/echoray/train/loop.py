@@ -368,6 +368,7 @@ class WorkerLoop:
             "loss": self.loss.take_mean(), "lr": self.opt.param_groups[0]["lr"],
             "accuracy_tta": tta,
             "fresh_examples": fresh_all, "trained_examples": trained_all, "trained_samples": samples_all,
+            **({"fresh_tokens": fresh_all * cfg.source.seq_len} if self.text else {}),  # predicted tokens
             "duplicate_batch_fraction": dups / max(nb, 1),
             "elapsed_s": time.time() - self.t_start, "time": time.time(),
             "train_s": self.train_s(),

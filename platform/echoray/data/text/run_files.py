@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-LM_EPOCH_KEYS = ("bits_per_byte", "perplexity", "eval_loss")
+LM_EPOCH_KEYS = ("bits_per_byte", "perplexity", "eval_loss", "fresh_tokens")
 
 
 def save_tokenizer(idx, run_dir: Path) -> Path | None:
