@@ -5,7 +5,6 @@ echo and dropout batch augmentation of sequences."""
 import math
 import random
 
-import numpy as np
 import pytest
 import torch
 
@@ -14,7 +13,12 @@ from echoray.data.sources import index_source
 from echoray.metrics import METRICS, metric_named
 from echoray.train.lm import TransformerLM, lm_loss, split_tokens
 from echoray.train.lm_eval import TextEvalSet, eval_share, scores
-from echoray.train.local_run import LocalCollector, local_loop, preprocessed_blocks, shuffled_batches
+from echoray.train.local_run import (
+    LocalCollector,
+    local_loop,
+    preprocessed_blocks,
+    shuffled_batches,
+)
 
 torch.set_num_threads(1)
 
