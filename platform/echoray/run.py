@@ -368,7 +368,8 @@ def _warm_up(uri: str, experiment: str, box: dict) -> None:
 def print_summary(s: dict[str, Any]) -> None:
     hit = "reached" if s["target_reached"] else "NOT reached"
     m = s["metric"]
-    goal = f"target {m['name']} >= {m['target']}: {hit}" if m["target"] is not None else f"no target set ({m['name']})"
+    sign = "<=" if m.get("direction") == "lower is better" else ">="  # echoray/metrics.py
+    goal = f"target {m['name']} {sign} {m['target']}: {hit}" if m["target"] is not None else f"no target set ({m['name']})"
     lines = [
         f"{goal} (final {m['value']:.4f}, best {s['best_metric']:.4f}; {s['stop_reason']})",
         f"fresh examples {s['fresh_examples']}, trained {s['trained_examples']} "
@@ -379,6 +380,10 @@ def print_summary(s: dict[str, Any]) -> None:
             f"to target: {s['fresh_examples_to_target']} fresh examples, {s['steps_to_target']} steps, "
             f"{s['time_to_target_s']:.1f} s"
         )
+    if (t := s.get("text")) is not None:
+        rate = f", {t['trained_tokens'] / s['train_loop_s']:,.0f} trained tokens/s" if s.get("train_loop_s") else ""
+        lines.append(f"text: {t['fresh_tokens']:,} fresh tokens of {t['train']['sequences'] * t['seq_len']:,} per "
+                     f"epoch ({t['tokenizer']} tokenizer, vocab {t['vocab_size']}, seq_len {t['seq_len']}){rate}")
     ft = s["time_to_first_step_s"]
     lines.append(f"wall {s['wall_s']:.1f} s" + (f", first step at {ft:.1f} s" if ft else ""))
     if s["measured_R"]:
