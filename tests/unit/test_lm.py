@@ -195,3 +195,16 @@ def test_search_outcome_and_report_follow_the_metric_direction(tmp_path):
                            "fresh_examples_to_target": {"mean": 5.0, "min": 4.0, "max": 6.0},
                            "best_metric": {"mean": 1.8}}], "bits_per_byte")
     assert "best bpb" in table[0] and "1.8000" in table[1]
+
+
+def test_a_text_trial_reports_its_metric_not_an_accuracy():
+    from echoray.tune.trial import final_report
+
+    s = {"epochs": 2, "metric": {"name": "bits_per_byte", "value": 2.5, "target": 2.6}, "best_metric": 2.4,
+         "fresh_examples": 10, "trained_examples": 20, "target_reached": True, "fresh_examples_to_target": 8,
+         "steps_to_target": 3, "wall_s": 1.0, "mlflow_run_id": "x"}
+    r = final_report(s)
+    assert (r["metric_name"], r["metric"], r["best_metric"]) == ("bits_per_byte", 2.5, 2.4)
+    assert "accuracy" not in r and "best_accuracy" not in r
+    image = final_report({**s, "metric": {"name": "accuracy", "value": 0.9, "target": 0.8}, "best_metric": 0.91})
+    assert image["accuracy"] == 0.9 and image["best_accuracy"] == image["best_metric"] == 0.91

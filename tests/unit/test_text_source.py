@@ -214,3 +214,19 @@ def test_text_config_refusals_name_the_key(repo, override, named):
 def test_text_pipeline_has_no_augmentation_ops(repo):
     cfg = load_config(repo / "pipelines" / "lm_linux_doc.yaml")
     assert cfg.preprocess.augment.ops == [] and cfg.train.metric == "bits_per_byte"
+
+
+def test_a_search_shares_one_trained_bpe_with_its_trials(tmp_path):
+    from echoray.data.text.run_files import share_tokenizer
+
+    make_corpus(tmp_path / "c", n_docs=10)
+    cfg = text_source(tmp_path / "c", tokenizer={"kind": "bpe", "vocab_size": 300})
+    idx = index_source(cfg)
+    tree = {"source": cfg.model_dump(mode="json")}
+    shared = share_tokenizer(idx, tree, tmp_path)
+    assert shared["source"]["tokenizer"]["path"] == str((tmp_path / "tokenizer.json").resolve())
+    assert tree["source"]["tokenizer"]["path"] is None  # the caller's tree is left as it was
+    again = index_source(SourceConfig(**shared["source"]))
+    assert again.details["tokenizer"]["json"] == idx.details["tokenizer"]["json"]
+    bytes_idx = index_source(text_source(tmp_path / "c"))
+    assert share_tokenizer(bytes_idx, tree, tmp_path / "none") is tree

@@ -19,6 +19,7 @@ import ray
 from echoray.config import PipelineConfig
 from echoray.config_load import ConfigError, flatten, validate
 from echoray.data.sources import index_source
+from echoray.data.text.run_files import share_tokenizer
 from echoray.failures import describe_failure
 from echoray.locations import runs_root
 from echoray.metrics import metric_named
@@ -107,7 +108,7 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
         points = SearchPoints(cfg.search, cfg.seed, trials, repeats)
     except ValueError as exc:
         raise ConfigError(f"{pipeline}: {exc}") from None
-    index_source(cfg.source)  # a missing or empty dataset fails here, before anything starts
+    idx = index_source(cfg.source)  # a missing or empty dataset fails here, before anything starts
     uri = state["tracking_uri"] if state else tracking_uri(cfg)
     check_reachable(uri)
     local = start_ray()
@@ -121,6 +122,7 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
         say(f"resuming search {d} (MLflow parent run {run_id})")
     else:
         d.mkdir(parents=True, exist_ok=True)
+        base = share_tokenizer(idx, base, d)  # a BPE trained here once, not once per trial
         params = {**flatten(cfg), "search.trials": str(points.trials), "search.repeats": str(points.repeats),
                   "search.effective_concurrency": str(concurrency)}
         run_id = logger.start(run_name=d.name, params=params, parent_run_id=parent_run_id,

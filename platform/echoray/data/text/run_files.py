@@ -23,6 +23,16 @@ def save_tokenizer(idx, run_dir: Path) -> Path | None:
     return path
 
 
+def share_tokenizer(idx, tree: dict, folder: Path) -> dict:
+    """A search's pipeline tree whose trials load the BPE the search trained (saved in its
+    folder) instead of each training the same one again; `tree` itself when there is none."""
+    path = save_tokenizer(idx, folder)
+    if path is None or tree["source"]["tokenizer"].get("path"):
+        return tree
+    return {**tree, "source": {**tree["source"], "tokenizer": {**tree["source"]["tokenizer"],
+                                                               "path": str(path.resolve())}}}
+
+
 def text_summary(idx, final: dict[str, Any]) -> dict[str, Any] | None:
     if idx.kind != "text":
         return None
