@@ -26,7 +26,12 @@ from echoray.config import PipelineConfig
 from echoray.config_load import ConfigError, flatten, to_yaml
 from echoray.data.sources import SourceIndex, index_source
 from echoray.data.sources.file_table import publish_index
-from echoray.data.text.run_files import LM_EPOCH_KEYS, save_tokenizer, text_summary
+from echoray.data.text.run_files import (
+    LM_EPOCH_KEYS,
+    resumed_tokenizer,
+    save_tokenizer,
+    text_summary,
+)
 from echoray.locations import in_ray_job, runs_root
 from echoray.resume import Resume, backfill, find_checkpoint, write_run_state
 from echoray.runtime.collector import RunCollector
@@ -119,6 +124,7 @@ def write_audit(collector, path: Path, earlier: list | None = None) -> int:
 def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
           resume: Resume | None = None, hooks: RunHooks | None = None) -> dict[str, Any]:
     hooks = hooks or RunHooks()
+    cfg = resumed_tokenizer(cfg, resume.run_dir if resume else None)
     idx: SourceIndex = index_source(cfg.source)
     uri = tracking_uri(cfg)
     check_reachable(uri)

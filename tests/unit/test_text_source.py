@@ -230,3 +230,13 @@ def test_a_search_shares_one_trained_bpe_with_its_trials(tmp_path):
     assert again.details["tokenizer"]["json"] == idx.details["tokenizer"]["json"]
     bytes_idx = index_source(text_source(tmp_path / "c"))
     assert share_tokenizer(bytes_idx, tree, tmp_path / "none") is tree
+
+
+def test_a_resumed_bpe_run_loads_the_tokenizer_it_saved(tmp_path, repo):
+    from echoray.data.text.run_files import resumed_tokenizer
+
+    cfg = load_config(repo / "pipelines" / "lm_linux_doc.yaml", ["source.tokenizer={kind: bpe, vocab_size: 300}"])
+    assert resumed_tokenizer(cfg, tmp_path) is cfg  # nothing saved yet
+    (tmp_path / "tokenizer.json").write_text("{}")
+    assert resumed_tokenizer(cfg, tmp_path).source.tokenizer.path == str(tmp_path / "tokenizer.json")
+    assert resumed_tokenizer(load_config(repo / "pipelines" / "lm_linux_doc.yaml"), tmp_path).source.tokenizer.path is None

@@ -33,6 +33,17 @@ def share_tokenizer(idx, tree: dict, folder: Path) -> dict:
                                                                "path": str(path.resolve())}}}
 
 
+def resumed_tokenizer(cfg, run_dir: Path | None):
+    """A resumed BPE run loads the tokenizer.json its first start saved (the same one it
+    would train again, without the training)."""
+    tok = cfg.source.tokenizer
+    saved = run_dir / "tokenizer.json" if run_dir is not None else None
+    if cfg.source.kind != "text" or tok.kind != "bpe" or tok.path or saved is None or not saved.is_file():
+        return cfg
+    return cfg.model_copy(update={"source": cfg.source.model_copy(
+        update={"tokenizer": tok.model_copy(update={"path": str(saved)})})})
+
+
 def text_summary(idx, final: dict[str, Any]) -> dict[str, Any] | None:
     if idx.kind != "text":
         return None
