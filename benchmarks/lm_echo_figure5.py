@@ -91,7 +91,7 @@ def main() -> None:
     ap.add_argument("--factors", type=float, nargs="+", default=[1, 2, 4, 8, 16])
     ap.add_argument("--batch-sizes", type=int, nargs="+", default=[32, 128])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--target", type=float, default=2.6, help="bits per byte to reach (from above)")
+    ap.add_argument("--target", type=float, default=3.3, help="bits per byte to reach (from above)")
     ap.add_argument("--stage", default="batch", choices=["batch", "before_augment"])
     ap.add_argument("--set", action="append", default=[], help="extra key=value for every run")
     ap.add_argument("--out", default=str(RESULTS / "lm_echo_figure5"))
