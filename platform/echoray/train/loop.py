@@ -92,6 +92,16 @@ def has_duplicates(batch: dict[str, np.ndarray]) -> bool:
     return len(np.unique(pairs)) < len(pairs)
 
 
+def held_out_scores(scored, tta_views: int) -> tuple[dict[str, float], float | None]:
+    """An evaluator's result as ({metric name: value}, test-time-augmentation accuracy): a
+    language model's dict (train/lm_eval.py) as it is, an image one's (correct, total,
+    tta_correct) as accuracy."""
+    if isinstance(scored, dict):
+        return dict(scored), None
+    correct, total, tta_correct = scored
+    return {"accuracy": correct / total}, (tta_correct / total if tta_views else None)
+
+
 @dataclass
 class WorkerEnv:
     """What the loop needs from its surroundings: Ray supplies it in run_worker; tests and
@@ -353,12 +363,7 @@ class WorkerLoop:
             scored = self.env.evaluator.evaluate(self.model, self.normalize, cfg.train.batch_size)
         s.eval_s += time.perf_counter() - t_eval
         fresh_all, trained_all, samples_all, dups, nb = self.global_counts()
-        if isinstance(scored, dict):  # a language model's (train/lm_eval.py)
-            scores, tta = dict(scored), None
-        else:
-            correct, total, tta_correct = scored
-            scores = {"accuracy": correct / total}
-            tta = tta_correct / total if cfg.batch_augmentation.tta_views else None
+        scores, tta = held_out_scores(scored, cfg.batch_augmentation.tta_views)
         value = scores[self.metric.name]
         s.acc, s.best = value, self.metric.better(s.best if s.epoch > 1 else self.metric.worst, value)
         c = s.counters
