@@ -77,6 +77,7 @@ class SourceConfig(Section):
     range_bytes: Annotated[int, Field(ge=1024)] = 1 << 20
     text_suffixes: list[str] = [".txt", ".rst", ".md"]
     text_exclude: list[str] = []  # glob patterns of paths under source.path to leave out ("translations/*")
+    text_column: str | None = None  # set: source.path holds Parquet, each row of this column a document
     tokenizer: TokenizerConfig = TokenizerConfig()
 
     @model_validator(mode="after")

@@ -240,3 +240,29 @@ def test_a_resumed_bpe_run_loads_the_tokenizer_it_saved(tmp_path, repo):
     (tmp_path / "tokenizer.json").write_text("{}")
     assert resumed_tokenizer(cfg, tmp_path).source.tokenizer.path == str(tmp_path / "tokenizer.json")
     assert resumed_tokenizer(load_config(repo / "pipelines" / "lm_linux_doc.yaml"), tmp_path).source.tokenizer.path is None
+
+
+def test_a_parquet_text_column_is_one_document_per_row(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = random.Random(5)
+    rows = [words(rng, rng.randint(5, 60)) for _ in range(120)]
+    rows[7] = None  # a null cell: an empty document
+    (tmp_path / "p").mkdir()
+    pq.write_table(pa.table({"text": rows[:80], "n": list(range(80))}), tmp_path / "p" / "a.parquet", row_group_size=10)
+    pq.write_table(pa.table({"text": rows[80:], "n": list(range(40))}), tmp_path / "p" / "b.parquet", row_group_size=10)
+    idx = index_source(text_source(tmp_path / "p", text_column="text", holdout_fraction=0.25))
+    docs = idx.details["train_docs"]
+    assert len(docs) == 12 and {d.row_group for d in docs} == set(range(8))
+    assert idx.details["stats"]["eval"]["documents"] == 3 and idx.details["stats"]["train"]["documents"] == 9
+    reader = TextReader(idx)
+    texts = [t for u in range(len(idx.details["train_units"])) for t in reader.texts("train", u)[0]]
+    eval_texts = [t for u in range(len(idx.details["eval_units"])) for t in reader.texts("eval", u)[0]]
+    assert sorted(texts + eval_texts) == sorted(r for r in rows if r is not None)
+    rows_of_unit = reader.unit_rows("train", 0)
+    texts0, ends0 = reader.texts("train", 0)
+    stream = np.concatenate([np.append(np.frombuffer(t.encode(), np.uint8), 256) for t in texts0])
+    assert all(ends0) and np.array_equal(rows_of_unit.reshape(-1), stream[: rows_of_unit.size])
+    with pytest.raises(SourceError, match="no column 'body' \\(source.text_column\\); it has text, n"):
+        index_source(text_source(tmp_path / "p", text_column="body"))

@@ -1,4 +1,5 @@
-"""`source.kind: text`: a folder tree of UTF-8 documents (plain or .gz, local or s3://).
+"""`source.kind: text`: a folder tree of UTF-8 documents (plain or .gz, or rows of a Parquet
+column: source.text_column), local or s3://.
 
 Indexing (driver, once per run) lists the documents, splits them into training and
 held-out documents (`source.eval_path`, or a fixed seeded fraction
@@ -45,14 +46,13 @@ class TextReader:
         docs, fs = self.d[f"{split}_docs"], self.fs[split]
         texts, ends = [], []
         for doc_i, start, stop in self.d[f"{split}_units"][unit]:
-            doc = docs[doc_i]
-            raw = corpus.piece_bytes(fs, doc, start, stop)
-            text, bad = packing.decode_utf8(raw)
-            with self._lock:
-                self.bytes_read += len(raw)
-                self.bad_utf8 += bad
-            texts.append(text)
-            ends.append(corpus.ends_document(doc, stop))
+            for raw, end in corpus.piece_texts(fs, docs[doc_i], start, stop):
+                text, bad = packing.decode_utf8(raw)
+                with self._lock:
+                    self.bytes_read += len(raw)
+                    self.bad_utf8 += bad
+                texts.append(text)
+                ends.append(end)
         return texts, ends
 
     def unit_rows(self, split: str, unit: int) -> np.ndarray:
@@ -85,10 +85,11 @@ class TextReader:
 def _split_docs(cfg: SourceConfig):
     """(train fs, root, docs, doc ids, key), (eval fs, root, docs, doc ids, key)."""
     fs, root = filesystem(cfg.path, "source.path")
-    docs = corpus.list_documents(fs, root, cfg.text_suffixes, "source.path", cfg.text_exclude)
+    docs = corpus.list_documents(fs, root, cfg.text_suffixes, "source.path", cfg.text_exclude, cfg.text_column)
     if cfg.eval_path:
         efs, eroot = filesystem(cfg.eval_path, "source.eval_path")
-        edocs = corpus.list_documents(efs, eroot, cfg.text_suffixes, "source.eval_path", cfg.text_exclude)
+        edocs = corpus.list_documents(efs, eroot, cfg.text_suffixes, "source.eval_path", cfg.text_exclude,
+                                      cfg.text_column)
         return (fs, cfg.path, docs, list(range(len(docs))), "source.path"), \
             (efs, cfg.eval_path, edocs, list(range(len(edocs))), "source.eval_path")
     if len(docs) < 2:
@@ -119,9 +120,9 @@ def make_tokenizer(cfg: SourceConfig, fs, docs, doc_ids):
     for i in order:  # a seeded sample of whole training documents, up to train_bytes
         if total >= t.train_bytes:
             break
-        text, _ = packing.decode_utf8(corpus.piece_bytes(fs, docs[i], 0, corpus.WHOLE))
-        sample.append(text)
-        total += len(text)
+        for raw, _ in corpus.piece_texts(fs, docs[i], 0, corpus.WHOLE):
+            sample.append(packing.decode_utf8(raw)[0])
+            total += len(raw)
     return train_bpe(sample, t.vocab_size)
 
 
