@@ -67,6 +67,7 @@ def test_bpe_from_s3_saves_its_tokenizer(run_pipeline, repo, s3, tmp_path, sqlit
                               "source.tokenizer={kind: bpe, vocab_size: 300}", "audit.enabled=false")
     run_dir = Path(summary["run_dir"])
     tok = json.loads((run_dir / "tokenizer.json").read_text())
-    assert len(tok["model"]["vocab"]) == 300 and summary["text"]["tokenizer"] == "bpe"
+    # a 9-word corpus runs out of merges before 300 symbols: the vocabulary is what the BPE learnt
+    assert len(tok["model"]["vocab"]) == summary["text"]["vocab_size"] <= 300 and summary["text"]["tokenizer"] == "bpe"
     artifacts = {a.path for a in MlflowClient(sqlite_uri).list_artifacts(summary["mlflow_run_id"])}
     assert "tokenizer.json" in artifacts
