@@ -266,3 +266,24 @@ def test_a_parquet_text_column_is_one_document_per_row(tmp_path):
     assert all(ends0) and np.array_equal(rows_of_unit.reshape(-1), stream[: rows_of_unit.size])
     with pytest.raises(SourceError, match="no column 'body' \\(source.text_column\\); it has text, n"):
         index_source(text_source(tmp_path / "p", text_column="body"))
+
+
+@pytest.mark.parametrize("content", [None, b"tiny\n"])
+def test_the_cli_refuses_an_empty_or_too_short_corpus_with_exit_2_naming_the_path(tmp_path, repo, content):
+    import subprocess
+    import sys
+
+    corpus_dir = tmp_path / "corpus"
+    corpus_dir.mkdir()
+    for name in ("a.rst", "b.rst") if content is not None else ():
+        (corpus_dir / name).write_bytes(content)
+    run = tmp_path / "cwd"
+    run.mkdir()
+    code = (f"import sys; sys.path.insert(0, {str(repo / 'platform')!r}); from echoray.cli import main; "
+            "sys.exit(main())")
+    out = subprocess.run([sys.executable, "-c", code, "train", str(repo / "pipelines" / "lm_linux_doc.yaml"),
+                          "--set", f"source.path={corpus_dir}"], cwd=run, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr
+    assert f"source.path {corpus_dir}" in out.stderr
+    assert ("no text documents" if content is None else "shorter than one sequence") in out.stderr
+    assert list(run.iterdir()) == []  # nothing started, nothing written
