@@ -42,9 +42,25 @@ class RemoteEmulation(Section):
         return self
 
 
+class TokenizerConfig(Section):
+    """How text becomes tokens (source.kind: text, data/text/tokenizers.py): `bytes`, the
+    256 byte values + end-of-document; `bpe`, a byte-level BPE of vocab_size symbols
+    trained once on the training split (deterministic), or loaded from `path` (a
+    tokenizer.json an earlier run saved)."""
+
+    kind: Literal["bytes", "bpe"] = "bytes"
+    """bytes: 256 byte values + end of document; bpe: byte-level BPE (Hugging Face tokenizers)."""
+    vocab_size: Annotated[int, Field(ge=260, le=1 << 20)] = 4096
+    """bpe: symbols in the vocabulary."""
+    path: str | None = None
+    """bpe: a tokenizer.json to load (an earlier run's) instead of training one."""
+    train_bytes: PositiveInt = 64 << 20
+    """bpe: training reads at most this many bytes of training documents, a seeded sample."""
+
+
 class SourceConfig(Section):
-    kind: Literal["digits", "cifar10", "image_folder", "parquet"] = "digits"
-    """Source format: scikit-learn's bundled digits, CIFAR-10 batches, class-per-folder images, or Parquet of encoded images and labels."""
+    kind: Literal["digits", "cifar10", "image_folder", "parquet", "text"] = "digits"
+    """Source format: scikit-learn's bundled digits, CIFAR-10 batches, class-per-folder images, Parquet of encoded images and labels, or text documents (language models)."""
     path: str | None = None
     """Training data: a local folder or file, or a URI pyarrow reads (s3://, gs://); required unless kind is digits."""
     eval_path: str | None = None
@@ -78,6 +94,18 @@ class SourceConfig(Section):
     """Fresh rows the actors may read ahead of what the workers trained (and reading waits for the workers); null: Ray Data's memory budget."""
     remote: RemoteEmulation = RemoteEmulation()
     """Emulated network store for benchmarks (reads sleep; runs say so)."""
+    seq_len: PositiveInt = 128
+    """source.kind text: tokens per packed sequence (each sample holds seq_len + 1)."""
+    range_bytes: Annotated[int, Field(ge=1024)] = 1 << 20
+    """source.kind text: byte size of one read-plan range (files above it are cut after a newline)."""
+    text_suffixes: list[str] = [".txt", ".rst", ".md"]
+    """source.kind text: file name endings that are documents (each also as .gz)."""
+    text_exclude: list[str] = []
+    """source.kind text: glob patterns of paths under source.path to leave out (\"translations/*\")."""
+    text_column: str | None = None
+    """source.kind text: set, source.path holds Parquet and each row of this column is a document."""
+    tokenizer: TokenizerConfig = TokenizerConfig()
+    """source.kind text: how documents become tokens."""
 
     @model_validator(mode="after")
     def _path_needed(self) -> SourceConfig:
@@ -190,12 +218,15 @@ class BatchAugmentationConfig(Section):
 
 
 class ModelConfig(Section):
-    name: Literal["small_cnn", "resnet20", "resnet32", "resnet44", "resnet56", "resnet50"] = (
-        "small_cnn"
-    )
-    """Network: a small CNN, CIFAR ResNets (20-56 layers) or ResNet-50."""
+    name: Literal["small_cnn", "resnet20", "resnet32", "resnet44", "resnet56", "resnet50",
+                  "transformer_lm"] = "small_cnn"
+    """Network: a small CNN, CIFAR ResNets (20-56 layers), ResNet-50, or a decoder-only Transformer LM (source.kind text)."""
     width: PositiveInt = 32
-    """Base channel width of small_cnn."""
+    """Base channel width of small_cnn; model width of transformer_lm."""
+    layers: PositiveInt = 4
+    """transformer_lm: Transformer blocks (context = source.seq_len)."""
+    heads: PositiveInt = 4
+    """transformer_lm: attention heads per block."""
     dropout: Fraction = 0.0
     """Dropout probability before the classifier."""
     ghost_batch_size: PositiveInt | None = None
@@ -203,12 +234,14 @@ class ModelConfig(Section):
 
 
 class OptimizerConfig(Section):
-    name: Literal["sgd"] = "sgd"
-    """Optimizer (SGD)."""
+    name: Literal["sgd", "adamw"] = "sgd"
+    """Optimizer: SGD, or AdamW for language models (momentum is Adam's beta1, weight_decay decoupled)."""
     lr: Annotated[float, Field(gt=0)] = 0.05
     """Peak learning rate."""
     momentum: Annotated[float, Field(ge=0, lt=1)] = 0.9
     """SGD momentum."""
+    beta2: Annotated[float, Field(ge=0, lt=1)] = 0.999
+    """adamw: second-moment decay."""
     nesterov: bool = True
     """Nesterov momentum."""
     weight_decay: Annotated[float, Field(ge=0)] = 5e-4
@@ -233,10 +266,10 @@ class TrainConfig(Section):
     """Budget in epochs of fresh data."""
     max_fresh_examples: PositiveInt | None = None
     """Budget in fresh examples read; null: max_epochs alone."""
-    metric: Literal["accuracy"] = "accuracy"
-    """Held-out metric the target applies to."""
-    target: Fraction | None = 0.97  # null: no target, train until the budget is spent
-    """Stop when the held-out metric reaches this; null: train until the budget is spent."""
+    metric: Literal["accuracy", "bits_per_byte", "perplexity"] = "accuracy"
+    """Held-out metric the target applies to: accuracy (reach above) or, for language models, bits_per_byte / perplexity (reach below; echoray/metrics.py)."""
+    target: Annotated[float, Field(ge=0)] | None = 0.97
+    """Stop when the held-out metric reaches this (in the metric's direction); null: train until the budget is spent."""
     # Evaluations per epoch of fresh data, at evenly spaced points (steps, or fresh examples
     # under echo.factor: auto): fresh examples and time to target are then observed every
     # 1/k epoch instead of once per epoch. At most the optimizer steps of one epoch at e = 1.
@@ -397,6 +430,7 @@ class PipelineConfig(Section):
 
     @model_validator(mode="after")
     def _cross_section(self) -> PipelineConfig:
+        _check_text(self)  # first: it empties a text run's (image) augmentation ops
         m = self.batch_augmentation.copies
         ops_on_cpu = self.preprocess.augment.on == "cpu" and self.preprocess.augment.ops
         if (m > 1 or self.batch_augmentation.tta_views) and ops_on_cpu:
@@ -424,6 +458,33 @@ class PipelineConfig(Section):
             if not _is_leaf_key(self, key.split(".")):
                 raise ValueError(f"search.space.{key}: not a config key (use a dotted path such as optimizer.lr)")
         return self
+
+
+def _check_text(cfg: PipelineConfig) -> None:
+    """Text and image settings do not mix: an LM needs a text source and an LM metric, and
+    text has no input augmentation (unset ops become [], set ones are refused)."""
+    text, lm = cfg.source.kind == "text", cfg.model.name == "transformer_lm"
+    if text != lm:
+        raise ValueError("source.kind: text goes with model.name: transformer_lm (and only with it)")
+    if cfg.train.metric == "accuracy" and cfg.train.target is not None and cfg.train.target > 1:
+        raise ValueError(f"train.target: accuracy is a fraction in [0, 1] (got {cfg.train.target})")
+    if text != (cfg.train.metric != "accuracy"):
+        raise ValueError("train.metric: text runs score bits_per_byte or perplexity, image runs accuracy")
+    if not text:
+        return
+    aug = cfg.preprocess.augment
+    if "ops" not in aug.model_fields_set:
+        aug.ops = []
+    elif aug.ops:
+        raise ValueError("preprocess.augment.ops: text has no input augmentation; set it to [] or leave it out")
+    if cfg.source.limit is not None:
+        raise ValueError("source.limit: a text source is limited by its path (or source.text_exclude), "
+                         "not by a count of sequences")
+    if cfg.source.chunk_size != 1:
+        raise ValueError("source.chunk_size: a text plan's chunk is one read unit (source.range_bytes); "
+                         "leave chunk_size at 1 (preprocess.batch_size counts units per actor call)")
+    if cfg.model.width % cfg.model.heads:
+        raise ValueError(f"model.width ({cfg.model.width}) must be a multiple of model.heads ({cfg.model.heads})")
 
 
 def _is_leaf_key(node: BaseModel, parts: list[str]) -> bool:

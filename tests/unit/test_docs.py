@@ -20,7 +20,7 @@ def test_config_reference_lists_every_key_with_its_default():
     text = config_markdown()
     for key in config_keys():
         assert f"`{key.key}`" in text
-    assert "| `train.target` | float \\| null | `0.97` | >= 0, <= 1, `null` |" in text
+    assert "| `train.target` | float \\| null | `0.97` | >= 0, `null` |" in text
     assert "`echo.stage` | str | `none` | `none`, `before_augment`, `after_augment`, `batch` |" in text
 
 

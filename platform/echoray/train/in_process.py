@@ -79,10 +79,9 @@ def _settle_stream(timeout_s: float = 5.0) -> None:
 def _train(cfg: PipelineConfig, idx: SourceIndex, collector, store, ckpt) -> None:
     import torch
 
-    from echoray.data.op_shapes import output_size
     from echoray.train.checkpoint import read_replay
-    from echoray.train.evaluate import EvalSet
     from echoray.train.faults import Checkpointer, restore_loop
+    from echoray.train.lm_eval import make_evaluator
     from echoray.train.loop import WorkerEnv, WorkerLoop
     from echoray.train.worker_link import Collectives, CollectorLink
 
@@ -90,9 +89,7 @@ def _train(cfg: PipelineConfig, idx: SourceIndex, collector, store, ckpt) -> Non
     # same arithmetic, and the preprocessing actor keeps the CPU the plan gives it.
     torch.set_num_threads(max(1, int(cfg.scaling.cpus_per_worker)))
     link = CollectorLink(collector)
-    ba = cfg.batch_augmentation
-    evaluator = EvalSet(idx, 0, 1, output_size(idx.image_size, cfg.preprocess.augment.ops),
-                        tta=(cfg.seed, ba.tta_views, cfg.preprocess.augment.ops) if ba.tta_views else None)
+    evaluator = make_evaluator(cfg, idx, 0, 1)
     env = WorkerEnv(0, 1, "cpu", link, Collectives.single(), lambda model: model, evaluator)
     loop = WorkerLoop(cfg, env, n_train=len(idx.train_ids), channels=idx.channels,
                       num_classes=idx.num_classes, image_size=idx.image_size)
