@@ -2,7 +2,6 @@
 JPEG decode, and the emulated remote store's overlap of requests in flight."""
 
 import io
-import time
 
 import numpy as np
 import pytest
