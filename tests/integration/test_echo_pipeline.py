@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from echoray.config_load import load_config
-from echoray.data.echo import copy_counts, echo_keys
+from echoray.data.echo import auto_factor, copy_counts, echo_keys, update_r_estimate
 from echoray.data.sources import index_source
 
 BASE = ["train.target=null", "audit.enabled=true", "source.limit=128", "train.max_epochs=2",
@@ -137,7 +137,16 @@ def test_auto_factor_adapts_toward_measured_r_and_is_logged(run_pipeline, sqlite
     assert summary["echo"]["measured_factor"] > 2.0
     assert summary["source_emulation"]["latency_ms"] == 120
     trace = summary["echo"]["factor_history"]
+    assert len(trace) >= 2
     assert trace[0]["factor"] == pytest.approx(min(4.0, max(1.0, trace[0]["measured_R"])))  # first: straight to R
-    assert all(1.0 <= p["factor"] <= 4.0 for p in trace)
-    history = MlflowClient(sqlite_uri).get_metric_history(summary["mlflow_run_id"], "echo_factor")
-    assert len(history) >= 2 and all(1.0 <= m.value <= 4.0 for m in history)
+    # every point is the auto law (data/echo.py) applied to the windows so far, and the last is the run's final e
+    state = None
+    for p in trace:
+        state = update_r_estimate(state, p["measured_R"])
+        assert p["factor"] == pytest.approx(auto_factor(state, 4.0))
+    assert summary["echo"]["final_factor"] == trace[-1]["factor"]
+    # MLflow holds exactly those points, step k = the k-th window
+    client = MlflowClient(sqlite_uri)
+    for metric, key in (("echo_factor", "factor"), ("echo_measured_R", "measured_R")):
+        logged = sorted((m.step, m.value) for m in client.get_metric_history(summary["mlflow_run_id"], metric))
+        assert logged == [(k, pytest.approx(p[key])) for k, p in enumerate(trace, 1)], metric
