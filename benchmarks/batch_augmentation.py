@@ -19,22 +19,19 @@ against a large-batch baseline that sees as many samples, and throughput vs M.
     .venv/bin/python benchmarks/batch_augmentation.py [--seeds 3] [--epochs 2] [--limit 0]
 
 --limit N trains on the first N digits only (0: all), to fit a loaded machine.
---baseline-from FILE takes the fixed-#samples baseline runs (M = 1 runs with batch M*B:
-no views, so batch augmentation's code does not touch them) from an earlier results file
-instead of rerunning them.
---runs-file FILE (JSON lines) keeps each finished run and reuses those already in it, so a
-benchmark that stopped (a stall on an overloaded machine) continues where it was.
 --stall-timeout S sets train.stall_timeout_s (a loaded machine can pause a run for minutes).
+
+Every run it reports is run by this invocation (nothing is read from earlier results or
+a cache), so benchmarks/results/batch_augmentation.json is regenerated from the
+repository alone; the file records the load average at start and end and the commit
+(benchmarks/common.py's `save`).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
 import time
-from pathlib import Path
 
 from common import RESULTS, save, train_in_process
 
@@ -44,26 +41,11 @@ GROUPED_WORKERS = 4
 WORKER_OPS = "preprocess.augment.ops=[{op: random_crop, padding: 2}]"
 
 
-RUNS_FILE: Path | None = None
 STALL_TIMEOUT_S: int | None = None
-RUN_KEY = ("copies", "mode", "workers", "seed", "batch", "epochs")
 
 
 def run(copies: int, seed: int, epochs: int, batch: int = 64, mode: str = "local", workers: int = 1,
         limit: int = 0) -> dict:
-    key = (copies, mode, workers, seed, batch, epochs)
-    done = [json.loads(line) for line in RUNS_FILE.read_text().splitlines()] if RUNS_FILE and RUNS_FILE.exists() else []
-    for r in done:
-        if tuple(r[k] for k in RUN_KEY) == key:
-            return r
-    r = _run(copies, seed, epochs, batch, mode, workers, limit)
-    if RUNS_FILE:
-        with RUNS_FILE.open("a") as f:
-            f.write(json.dumps(r) + "\n")
-    return r
-
-
-def _run(copies: int, seed: int, epochs: int, batch: int, mode: str, workers: int, limit: int) -> dict:
     overrides = [f"seed={seed}", "train.target=null", f"train.max_epochs={epochs}", f"train.batch_size={batch}",
                  "preprocess.augment.on=worker", WORKER_OPS, f"batch_augmentation.copies={copies}",
                  f"batch_augmentation.mode={mode}", f"scaling.num_workers={workers}"]
@@ -143,13 +125,10 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--limit", type=int, default=0)
-    ap.add_argument("--baseline-from", default=None)
     ap.add_argument("--grouped-seeds", type=int, default=None, help="seeds of the grouped comparison (default --seeds)")
-    ap.add_argument("--runs-file", default=None)
     ap.add_argument("--stall-timeout", type=int, default=None)
     args = ap.parse_args()
-    global RUNS_FILE, STALL_TIMEOUT_S
-    RUNS_FILE = Path(args.runs_file) if args.runs_file else None
+    global STALL_TIMEOUT_S
     STALL_TIMEOUT_S = args.stall_timeout
     from echoray.runtime.session import start_ray
 
@@ -161,10 +140,7 @@ def main() -> None:
         for seed in range(args.seeds):
             runs["ba"].append(run(m, seed, **one))
             print(runs["ba"][-1], flush=True)
-            if m > 1 and args.baseline_from:
-                runs["baseline"] += [r for r in json.loads(Path(args.baseline_from).read_text())["runs"]["baseline"]
-                                     if r["copies"] == m and r["seed"] == seed]
-            elif m > 1:
+            if m > 1:
                 runs["baseline"].append(run(1, seed, args.epochs * m, batch=64 * m, limit=args.limit))
                 runs["baseline"][-1]["copies"] = m
                 print(runs["baseline"][-1], flush=True)
@@ -203,8 +179,7 @@ def main() -> None:
     plot(table, png)
     path = save("batch_augmentation", {"runs": runs, "accuracy": table, "train_step_throughput": speed,
                                        "cpu_augment_samples_per_s": ops_rate, "gpu_augment_samples_per_s": None,
-                                       "args": vars(args), "benchmark_wall_s": time.time() - t0,
-                                       "load_average_1_5_15": list(os.getloadavg()), "plot": png.name})
+                                       "benchmark_wall_s": time.time() - t0, "plot": png.name}, args)
     print(f"saved {path} and {png}")
 
 

@@ -1,9 +1,25 @@
-"""Helpers for the benchmarks: in-process runs on one Ray, peak memory of the process tree."""
+"""Helpers for the benchmarks: in-process runs on one Ray, peak memory of the process tree,
+and the one recorded form of every results file (`save`).
+
+Every benchmarks/results/NAME.json a benchmark writes carries, at its top level,
+
+    "load_avg":   {"start": 1-min load average when the benchmark started (this module's
+                   import, the first thing each script does), "end": when it saved,
+                   "start_1_5_15": [...], "end_1_5_15": [...]}
+    "provenance": {"commit", "dirty" (uncommitted changes in the work tree), "command"
+                   (the script and its arguments), "args", "seeds", "repeats",
+                   "cpus", "python", "saved_at"}
+
+benchmarks/check_figures.py (run by tests/unit/test_figures.py) reads that form and fails
+a figure quoted from a file without it, or recorded above its load limit.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import platform
+import subprocess
 import sys
 import tempfile
 import threading
@@ -15,6 +31,7 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).parent / "results"
 sys.path.insert(0, str(REPO / "platform"))
+START_LOAD = os.getloadavg()  # the benchmark's start: every script imports this module first
 
 
 def tree_pss(root: psutil.Process) -> int:
@@ -66,8 +83,39 @@ def train_in_process(overrides: list[str], name: str) -> tuple[dict, int]:
     return summary, mem.peak
 
 
-def save(name: str, obj: dict) -> Path:
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"{name}.json"
-    path.write_text(json.dumps(obj, indent=2, default=str))
+def _git(*args: str) -> str | None:
+    try:
+        res = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return res.stdout.strip() if res.returncode == 0 else None
+
+
+def load_avg(start: tuple[float, float, float] | None = None) -> dict:
+    """The recorded load form: 1-min load average at `start` (default: the benchmark's
+    start) and now, and the 1/5/15-min triples."""
+    start = tuple(start or START_LOAD)
+    end = os.getloadavg()
+    return {"start": start[0], "end": end[0], "start_1_5_15": list(start), "end_1_5_15": list(end)}
+
+
+def provenance(args=None, **extra) -> dict:
+    """Commit, command line and the seeds/repeats of the run (from argparse `args` where it
+    has them, or `extra`)."""
+    a = vars(args) if args is not None else {}
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": _git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None,
+            "command": [Path(sys.argv[0]).name, *sys.argv[1:]], "args": a,
+            "seeds": extra.pop("seeds", a.get("seeds")), "repeats": extra.pop("repeats", a.get("repeats")),
+            "cpus": os.cpu_count(), "python": platform.python_version(),
+            "saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **extra}
+
+
+def save(name: str, obj: dict, args=None, *, start_load=None, path: Path | None = None, **extra) -> Path:
+    """Write RESULTS/NAME.json (or `path`) with the recorded `load_avg` and `provenance`
+    (see the module docstring) added at its top level."""
+    path = Path(path) if path is not None else RESULTS / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {**obj, "load_avg": load_avg(start_load), "provenance": provenance(args, **extra)}
+    path.write_text(json.dumps(record, indent=2, default=str))
     return path

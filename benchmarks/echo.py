@@ -41,7 +41,7 @@ import statistics
 import subprocess
 import time
 
-from common import RESULTS, save, train_in_process
+from common import RESULTS, load_avg, save, train_in_process
 from echo_plots import factor_trace, time_vs_factor
 
 CHUNK = 16
@@ -157,7 +157,7 @@ def print_table(level: dict) -> None:
               f"{row['mean_e_trained']['mean']:>7.2f}")
 
 
-def level_run(target_r: float, seeds: list[int], target: float, epochs: int, factors=FACTORS) -> None:
+def level_run(target_r: float, seeds: list[int], target: float, epochs: int, factors=FACTORS, args=None) -> None:
     t0, load0, uptime0 = time.time(), os.getloadavg(), uptime()
     latency, cal = calibrate(target_r)
     runs = []
@@ -170,10 +170,9 @@ def level_run(target_r: float, seeds: list[int], target: float, epochs: int, fac
     level = {"R_target": target_r, "R": statistics.fmean(r["measured_R"] for r in runs if r["measured_R"]),
              "latency_ms": latency, "target": target, "epochs": epochs, "seeds": len(seeds), "calibration": cal,
              "factors": list(factors), "uptime_before": uptime0, "uptime_after": uptime(),
-             "rows": summarise(runs), "runs": runs, "wall_s": time.time() - t0,
-             "loadavg_before": load0, "loadavg_after": os.getloadavg()}
+             "rows": summarise(runs), "runs": runs, "wall_s": time.time() - t0}
     print_table(level)
-    print(f"saved {save(f'echo_R{target_r:g}', level)}")
+    print(f"saved {save(f'echo_R{target_r:g}', level, args, start_load=load0)}")
 
 
 def uptime() -> str:
@@ -190,13 +189,14 @@ def combine() -> None:
     png = RESULTS / "echo_time_vs_factor.png"
     time_vs_factor(levels, png)
     old = json.loads((RESULTS / "echo.json").read_text()) if (RESULTS / "echo.json").exists() else {}
+    # each level keeps its own recorded load (load_avg, or the older loadavg_before/after)
     save("echo", {"levels": [{k: v for k, v in lv.items() if k != "runs"} for lv in levels],
                   "pipeline_overhead": old.get("pipeline_overhead"), "plot": png.name,
                   "runs_in": [f"echo_R{lv['R_target']:g}.json" for lv in levels]})
     print(f"saved {RESULTS / 'echo.json'} and {png}")
 
 
-def halving(target_r: float, change_after_s: float, epochs: int) -> None:
+def halving(target_r: float, change_after_s: float, epochs: int, args=None) -> None:
     """An auto run at R ~ target_r whose latency halves change_after_s after the first read."""
     load0 = os.getloadavg()
     latency, cal = calibrate(target_r)
@@ -215,16 +215,16 @@ def halving(target_r: float, change_after_s: float, epochs: int) -> None:
            "mean_factor_4s_before": statistics.fmean(before) if before else None,
            "mean_factor_from_3s_after": statistics.fmean(after) if after else None,
            "max_factor_seen": max((p["factor"] for p in trace), default=None), "max_factor": MAX_FACTOR,
-           "run": {k: v for k, v in res.items() if k != "factor_history"},
-           "loadavg_before": load0, "loadavg_after": os.getloadavg()}
+           "run": {k: v for k, v in res.items() if k != "factor_history"}}
     print({k: out[k] for k in ("change_since_first_step_s", "mean_factor_4s_before", "mean_factor_from_3s_after",
                                 "max_factor_seen")})
     factor_trace(trace, change, MAX_FACTOR, RESULTS / "echo_factor_trace.png")
-    print(f"saved {save('echo_halving', out)} and {RESULTS / 'echo_factor_trace.png'}")
+    print(f"saved {save('echo_halving', out, args, start_load=load0)} and {RESULTS / 'echo_factor_trace.png'}")
 
 
 def pipeline_overhead(repeats: int = 3) -> dict:
     """Rows/s of the Ray Data pipeline alone, echo op at e = 1 versus no echo op."""
+    load0 = os.getloadavg()
     from echoray.config_load import load_config
     from echoray.data.pipeline import build_train_dataset
     from echoray.data.sources import index_source
@@ -246,7 +246,7 @@ def pipeline_overhead(repeats: int = 3) -> dict:
         present.append(rate("after_augment"))
     a, p = statistics.median(absent), statistics.median(present)
     return {"rows_per_s_without_echo": absent, "rows_per_s_with_echo_e1": present,
-            "overhead_fraction": (a - p) / a}
+            "overhead_fraction": (a - p) / a, "load_avg": load_avg(load0)}
 
 
 def main() -> None:
@@ -270,15 +270,15 @@ def main() -> None:
         overhead = pipeline_overhead(repeats=5)
         print(f"echo op at e=1 vs absent: overhead {overhead['overhead_fraction'] * 100:.1f}% (goal < 3%)")
         data = json.loads((RESULTS / "echo.json").read_text())
-        data["pipeline_overhead"] = overhead
-        save("echo", data)
+        data["pipeline_overhead"] = overhead  # with its own load_avg
+        save("echo", data, args)
         return None
     if args.halving:
-        return halving(args.r, args.change_after, args.epochs)
+        return halving(args.r, args.change_after, args.epochs, args)
     factors = tuple(args.factors.split(","))
     if "1" not in factors or not set(factors) <= set(FACTORS):
         ap.error(f"--factors: a subset of {','.join(FACTORS)} that includes 1, got {args.factors}")
-    return level_run(args.r, [int(s) for s in args.seeds.split(",")], args.target, args.epochs, factors)
+    return level_run(args.r, [int(s) for s in args.seeds.split(",")], args.target, args.epochs, factors, args)
 
 
 if __name__ == "__main__":

@@ -59,7 +59,7 @@ def main() -> None:
               "reached": sum(x is not None for x in v)} for (f, h), v in cells.items()]
     for row in table:
         print(row)
-    print(f"saved {save('echo_schedule', {'rows': table, 'runs': runs, 'loadavg_before': load0, 'loadavg_after': os.getloadavg()})}")
+    print(f"saved {save('echo_schedule', {'rows': table, 'runs': runs}, args, start_load=load0)}")
 
 
 if __name__ == "__main__":

@@ -53,8 +53,9 @@ def main() -> None:
         print(f"{r['label']:<24} {f['mean']:>14,.0f} [{f['min']:,.0f}, {f['max']:,.0f}]"
               f"   {rel['mean']:.3f} [{rel['min']:.3f}, {rel['max']:.3f}] {1 / r['factor']:>6.3f}")
     print(f"study wall time {wall / 60:.1f} min (this run; a resumed run counts only its part)")
-    save("echo_study", {"title": report["title"], "variants": rows, "wall_s": wall, "resumed": args.resume,
-                        "load_average_before": load_before, "load_average_after": os.getloadavg()})
+    # a resumed study's start load is this invocation's: the interrupted part's is not known
+    save("echo_study", {"title": report["title"], "variants": rows, "wall_s": wall, "resumed": args.resume},
+         args, start_load=load_before)
 
 
 if __name__ == "__main__":

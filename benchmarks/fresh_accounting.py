@@ -12,7 +12,6 @@ process on the platform's preprocessing and a 512-row shuffle buffer (train/loca
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 
 import numpy as np
@@ -65,7 +64,7 @@ def main() -> None:
             summary.append({"stage": s, "factor": f, "median_moved_pct": statistics.median(moved),
                             "min": min(moved), "max": max(moved), "runs": len(moved)})
     print(save("fresh_accounting", {"target": args.target, "runs": rows, "summary": summary,
-                                    "load_average": os.getloadavg(), "numpy": np.__version__}))
+                                    "numpy": np.__version__}, args))
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS  # noqa: E402
+from common import RESULTS, save  # noqa: E402
 
 PRECISIONS = {"fp32": ["train.precision=fp32", "train.channels_last=false"],
               "bf16+channels_last": ["train.precision=bf16", "train.channels_last=true"]}
@@ -100,6 +100,9 @@ def run_case(pipeline: str, overrides: list[str], name: str, workdir: Path) -> d
         "fresh_examples_per_s": s["fresh_examples"] / s["train_loop_s"],
         "peak_gpu_mib": s["peak_device_bytes"] / 2**20 if s["peak_device_bytes"] else None,
         "gpu_busy_fraction": busy.fraction(first), "steps": s["steps"], "accuracy": s["metric"]["value"],
+        "batch_size": cfg.train.batch_size, "workers": s["workers"], "epochs": s["epochs"],
+        "trained_examples": s["trained_examples"], "fresh_examples": s["fresh_examples"],
+        "measured_echo_factor": s["echo"]["measured_factor"], "train_loop_s": s["train_loop_s"],
     }
 
 
@@ -130,9 +133,7 @@ def main(argv: list[str] | None = None) -> Path:
                 results.append(run_case(pipeline, [*data, *common, *PRECISIONS[prec]], name, root))
                 print(json.dumps(results[-1]), flush=True)
     out = args.out or RESULTS / ("gpu_step_tiny.json" if args.tiny else "gpu_step.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"tiny": args.tiny, "cases": results}, indent=2))
-    return out
+    return save(out.stem, {"tiny": args.tiny, "cases": results}, args, path=out)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import REPO, RESULTS, PeakMemory, save
+from common import REPO, RESULTS, PeakMemory, load_avg, save
 from jpeg_set import jpeg_folder
 
 IMAGENET_TRAIN = 1_281_167
@@ -275,21 +275,25 @@ def main() -> None:
     sizes = [f.stat().st_size for f in root.rglob("*.JPEG")]
     os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
     start_ray()
-    result = {"files": len(sizes), "mean_kb": float(np.mean(sizes) / 1e3), "cpus": os.cpu_count(),
-              "load_avg_start": os.getloadavg()}
+    result = {"files": len(sizes), "mean_kb": float(np.mean(sizes) / 1e3), "cpus": os.cpu_count()}
     parts = a.parts.split(",")
+
+    def part(fn, *args) -> dict:  # each part records its own load: a later run of other parts keeps it
+        load0 = os.getloadavg()
+        return {**fn(*args), "load_avg": load_avg(load0)}
+
     if "single" in parts:
-        result["single_thread"] = single_thread(root)
+        result["single_thread"] = part(single_thread, root)
     if "compare" in parts:
-        result["compare"] = compare(root, a.repeats, a.seconds)
+        result["compare"] = part(compare, root, a.repeats, a.seconds)
     if "concurrency" in parts:
-        result["read_concurrency_20ms"] = concurrency(root, a.seconds)
+        result["read_concurrency_20ms"] = part(concurrency, root, a.seconds)
     if "index" in parts:
-        result["index_1_28M"] = index_part(root, a.seconds)
-    result["load_avg_end"] = os.getloadavg()
+        result["index_1_28M"] = part(index_part, root, a.seconds)
     previous = RESULTS / "input_pipeline.json"  # a run of some parts keeps the others' figures
-    merged = {**(json.loads(previous.read_text()) if previous.exists() else {}), **result}
-    print(save("input_pipeline", merged))
+    old = json.loads(previous.read_text()) if previous.exists() else {}
+    old = {k: v for k, v in old.items() if k not in ("load_avg_start", "load_avg_end", "load_avg", "provenance")}
+    print(save("input_pipeline", {**old, **result}, a))
 
 
 if __name__ == "__main__":

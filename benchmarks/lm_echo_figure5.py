@@ -27,7 +27,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from common import REPO, RESULTS
+from common import REPO, RESULTS, save
 
 
 def one_run(args, batch: int, e: float, seed: int, out: Path) -> dict:
@@ -114,8 +114,8 @@ def main() -> None:
     title = f"{Path(args.pipeline).stem}: {args.stage} echo, target {args.target} bits/byte, {len(args.seeds)} seeds"
     png = plot(points, out / "figure5_fresh_tokens.png", title)
     result = {"pipeline": args.pipeline, "stage": args.stage, "target_bits_per_byte": args.target,
-              "extra": args.set, "points": points, "runs": runs, "plot": str(png), "load_after": os.getloadavg()}
-    (out / "lm_echo_figure5.json").write_text(json.dumps(result, indent=2))
+              "extra": args.set, "points": points, "runs": runs, "plot": str(png)}
+    save("lm_echo_figure5", result, args, path=out / "lm_echo_figure5.json", )
     print(f"-> {out / 'lm_echo_figure5.json'}, {png}")
 
 

@@ -16,14 +16,15 @@ The S3 server runs on this machine: this measures the protocol path (HTTP reques
 signing, the server's work), not a network's latency or bandwidth.
 
     .venv/bin/python benchmarks/object_store.py [--pairs 2] [--writes 20]
-    .venv/bin/python benchmarks/object_store.py --pairs 0 --runs-from LOG   # the runs a
-        previous invocation printed (one dict per run), checkpoint writes measured anew
+
+Every run it reports is run by this invocation (no runs are read from an earlier log), so
+benchmarks/results/object_store.json is regenerated from the repository alone, with the
+load average at start and end and the commit (benchmarks/common.py's `save`).
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
 import os
 import statistics
 import sys
@@ -91,7 +92,6 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--pairs", type=int, default=2)
     ap.add_argument("--writes", type=int, default=20)
-    ap.add_argument("--runs-from", help="a log of an earlier invocation: reuse the runs it printed")
     args = ap.parse_args()
     import pyarrow.fs as pafs
     import ray
@@ -106,11 +106,6 @@ def main() -> None:
         from echoray.runtime.session import start_ray
 
         runs = []
-        if args.runs_from:  # the dicts one_run returned, as this script printed them
-            for line in Path(args.runs_from).read_text().splitlines():
-                if line.startswith("{'where'"):
-                    runs += [ast.literal_eval("{" + part.rstrip("} ") + "}")
-                             for part in line.strip()[1:-1].split("} {")]
         if args.pairs:
             start_ray()
         for i in range(args.pairs):
@@ -128,7 +123,7 @@ def main() -> None:
         vals = [r[key] for r in runs if r["where"] == where and r[key] is not None]
         return statistics.median(vals) if vals else None
 
-    out = {"load_average_at_end": os.getloadavg(), "runs_from": args.runs_from, "runs": runs, "summary": {}}
+    out = {"runs": runs, "summary": {}}
     for key in ("upstream_examples_per_s", "train_time_to_target_s", "time_to_target_s", "train_loop_s"):
         a, b = med("local", key), med("s3", key)
         out["summary"][key] = {"local": a, "s3": b, "s3_over_local": b / a if a and b else None}
@@ -136,7 +131,7 @@ def main() -> None:
         "bytes": size, "writes": args.writes,
         "local_median_s": statistics.median(local_w), "s3_median_s": statistics.median(s3_w),
         "s3_over_local": statistics.median(s3_w) / statistics.median(local_w)}
-    print(save("object_store", out))
+    print(save("object_store", out, args))
     print(out["summary"], out["checkpoint_write"])
 
 

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 import psutil
-from common import REPO, RESULTS, tree_pss
+from common import REPO, save, tree_pss
 
 
 def one_run(extra: list[str], code: str) -> dict:
@@ -92,11 +92,7 @@ def main() -> None:
         for k in ("wall_s", "time_to_first_step_s", "time_to_target_s", "peak_pss_gib"):
             v = summary[k]
             print(f"{code[-44:]:<44}{k:<24}{v['median']:>9}{v['min']:>9}{v['max']:>9}{goal.get(k, ''):>9}")
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "startup.json").write_text(json.dumps({
-        "runs": runs, "summary": summaries, "goals": goal,
-        "load_average_before": load_before, "load_average_after": os.getloadavg()}, indent=2))
-    print(f"saved {RESULTS / 'startup.json'}")
+    print(f"saved {save('startup', {'runs': runs, 'summary': summaries, 'goals': goal}, args, start_load=load_before)}")
 
 
 if __name__ == "__main__":

@@ -95,6 +95,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.child is not None:
         sys.exit(child(args.child[1:], args.child[0]))
+    load0 = os.getloadavg()
     with tempfile.TemporaryDirectory() as d:
         env = {**os.environ, "PYTHONPATH": args.code}
         trace_file = f"{d}/trace.json"
@@ -114,11 +115,14 @@ def main() -> None:
     for what, start, end in rows:
         span = f"-> {end:5.1f}  ({end - start:4.1f} s)" if end > start + 0.05 else ""
         print(f"{start:6.1f} s  {what:<44} {span}")
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"startup_timeline_{args.label}.json"
-    path.write_text(json.dumps({"code": args.code, "load_average": os.getloadavg(), "wall_s": wall,
-                                "phases": [{"what": w, "start_s": round(s, 2), "end_s": round(e, 2)}
-                                           for w, s, e in rows]}, indent=2))
+    # common is imported here, not at the top: the child must import only --code's platform
+    sys.path.insert(0, str(Path(__file__).parent))
+    from common import save
+
+    path = save(f"startup_timeline_{args.label}", {
+        "code": args.code, "wall_s": wall,
+        "phases": [{"what": w, "start_s": round(s, 2), "end_s": round(e, 2)} for w, s, e in rows]},
+        args, start_load=load0)
     print(f"saved {path}")
 
 

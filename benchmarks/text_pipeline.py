@@ -26,11 +26,10 @@ import os
 os.environ.setdefault("RAYON_NUM_THREADS", "1")  # before tokenizers is imported: one thread
 
 import argparse  # noqa: E402
-import json  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
-from common import RESULTS  # noqa: E402
+from common import RESULTS, save  # noqa: E402
 
 from echoray.config import SourceConfig  # noqa: E402
 from echoray.data.sources import index_source  # noqa: E402
@@ -126,9 +125,7 @@ def main() -> None:
               f"echoray actor {res['echoray']['tokens_per_s']:,.0f} tokens/s/core, DataLoader "
               + ", ".join(f"{d['workers']}w {d['tokens_per_s']:,.0f}" for d in res["dataloader"]) + " tokens/s",
               flush=True)
-    out["load_after"] = os.getloadavg()
-    with open(args.out, "w") as f:
-        json.dump(out, f, indent=2)
+    save("text_pipeline", out, args, path=args.out)
     print(f"-> {args.out}")
 
 

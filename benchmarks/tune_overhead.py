@@ -108,7 +108,7 @@ def main() -> None:
     ap.add_argument("--code", nargs="+", default=[str(REPO / "platform")],
                     help="platform/ folders to compare (e.g. main's, then this checkout's)")
     args = ap.parse_args()
-    result = {"load_average_before": os.getloadavg()}
+    load0, result = os.getloadavg(), {}
     if args.trivial:
         r = result["trivial"] = trivial_trials(args.trivial, args.concurrency, args.sleep_s)
         print(f"Tune bookkeeping: {r['trials']} x {r['sleep_s']} s trials at concurrency {r['concurrency']}: "
@@ -124,8 +124,7 @@ def main() -> None:
                       f"trial wall {r['trial_wall_s']} s, training loop {r['trial_loop_s']} s -> overhead "
                       f"{r['overhead_per_trial_s']} s per trial (goal < 5 s at concurrency 2); search wall "
                       f"per slot minus loop {r['search_wall_per_slot_minus_loop_s']} s", flush=True)
-    result["load_average_after"] = os.getloadavg()
-    print(f"saved {save('tune_overhead', result)}")
+    print(f"saved {save('tune_overhead', result, args, start_load=load0)}")
 
 
 if __name__ == "__main__":

@@ -140,20 +140,19 @@ def main() -> None:
     p.add_argument("--compile", action="store_true", help="only fp32 vs fp32 + torch.compile")
     args = p.parse_args()
     torch.set_num_threads(1)  # one core per worker, as a Ray Train worker with cpus_per_worker=1
-    result = {"load_average_before": os.getloadavg(), "threads": 1, "overhead": [], "precision": []}
+    load0, result = os.getloadavg(), {"threads": 1, "overhead": [], "precision": []}
     for m in args.models.split(",") if not args.skip_overhead else []:
         result["overhead"].append(overhead(m, args.rounds, args.epochs))
         print(result["overhead"][-1], flush=True)
     if args.compile:
         result["compile"] = [row for m in args.models.split(",") for row in
                              precision(m, args.epochs, args.rounds, (("fp32", False, False), ("fp32", False, True)))]
-        print(save("worker_loop_compile", result))
+        print(save("worker_loop_compile", result, args, start_load=load0))
         return
     if not args.skip_precision:
         for m in args.models.split(","):
             result["precision"] += precision(m, args.epochs, args.rounds)
-    result["load_average_after"] = os.getloadavg()
-    print(save(args.name, result))
+    print(save(args.name, result, args, start_load=load0))
 
 
 if __name__ == "__main__":

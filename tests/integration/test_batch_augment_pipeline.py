@@ -80,7 +80,12 @@ def test_same_seed_same_losses(run_pipeline):
 
 
 def test_test_time_augmentation_is_reported(run_pipeline):
-    summary, _ = run_pipeline(None, *BASE, "train.max_epochs=2", "batch_augmentation.tta_views=4",
-                              "model.ghost_batch_size=8", name="tta")
-    assert all(0.0 <= h["accuracy_tta"] <= 1.0 for h in summary["history"])
+    overrides = [*BASE, "train.max_epochs=2", "batch_augmentation.tta_views=4", "model.ghost_batch_size=8"]
+    summary, _ = run_pipeline(None, *overrides, name="tta")
+    n_eval = len(index_source(load_config(None, overrides).source).eval_ids)
+    # one TTA accuracy per evaluation, a count of correct held-out images over all of them
+    assert len(summary["history"]) == 2
+    for h in summary["history"]:
+        correct = round(h["accuracy_tta"] * n_eval)
+        assert 0 <= correct <= n_eval and h["accuracy_tta"] == correct / n_eval
     assert summary["metric_tta"] == summary["history"][-1]["accuracy_tta"]

@@ -41,7 +41,10 @@ def test_echoed_copies_each_crop_the_full_image_and_counts_are_exact(run_pipelin
         keys[(e, i)].add(k)
     assert {len(v) for v in keys.values()} == {2}  # each copy its own crop of the full image
     assert summary["fresh_examples"] == 2 * len(train_ids) and summary["trained_examples"] == audit.num_rows
-    assert 0.0 <= summary["metric"]["value"] <= 1.0
+    n_eval = len(index_source(load_config(None, overrides).source).eval_ids)
+    assert n_eval == 16  # 64 files, source.holdout_fraction=0.25
+    correct = round(summary["metric"]["value"] * n_eval)  # a count of correct held-out photos
+    assert summary["metric"]["value"] == correct / n_eval and 0 <= correct <= n_eval
 
 
 def test_each_row_is_the_crop_its_key_names(local_ray, tmp_path):

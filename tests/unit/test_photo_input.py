@@ -2,7 +2,6 @@
 JPEG decode, and the emulated remote store's overlap of requests in flight."""
 
 import io
-import time
 
 import numpy as np
 import pytest
@@ -110,13 +109,25 @@ def test_emulated_requests_in_flight_overlap_their_latency():
 
 
 def test_real_requests_in_flight_overlap():
-    """The pool the reader uses: 32 requests of 50 ms with 16 in flight take ~2 round trips."""
+    """The pool the reader uses keeps exactly 16 requests in flight: each request waits at a
+    16-party barrier, which only opens when 16 are running at once (twice for 32 requests;
+    with fewer in flight it would break after its timeout), and never more than 16 run."""
+    import threading
+
     pool = ConcurrentReads(16)
-    t = time.perf_counter()
-    out = pool.map(lambda i: (time.sleep(0.05), i)[1], range(32))
-    elapsed = time.perf_counter() - t
-    assert out == list(range(32))
-    assert elapsed < 0.8  # sequential: 1.6 s
+    barrier, lock, running, peak = threading.Barrier(16, timeout=60), threading.Lock(), [0], [0]
+
+    def request(i):
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        barrier.wait()
+        with lock:
+            running[0] -= 1
+        return i
+
+    assert pool.map(request, range(32)) == list(range(32))
+    assert peak[0] == 16 and not barrier.broken
 
 
 def test_held_out_split_is_decoded_once_within_the_cache_bound(jpeg_root, monkeypatch):
