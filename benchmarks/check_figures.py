@@ -18,6 +18,10 @@ such path in those files and reports, one line each (doc file, line, results fil
   names a results file without its path (`echo_R4.json` for
   `benchmarks/results/echo_R4.json`).
 
+A results file recorded under load may still be named where the docs say it **awaits a
+quiet rerun** (those words in the table row, or in the paragraph, that names it): its load
+is then not an offence, but a measured figure quoted in that row or paragraph is.
+
 `{a,b}` in a path is expanded as the shell does (`startup_timeline_{x,y}.json`); `*` is a glob.
 
     python benchmarks/check_figures.py          # exit 1 and one line per offence
@@ -38,6 +42,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 MAX_LOAD = 3.0
+PENDING = re.compile(r"awaits?\s+a\s+quiet\s+rerun")
+LOAD_PROBLEMS = ("above", "records one load", "records no load", "no load at the")
 REF = re.compile(r"benchmarks/results/[A-Za-z0-9_.*{},\-]+\.(?:json|png|log)")
 BARE = re.compile(r"(?<![/\w])([A-Za-z0-9_\-]+\.json)\b")
 FIGURE = re.compile(r"\d(?:[\d,]*\d)?(?:\.\d+)?(?:x\b|\s?%|\s?(?:s|ms|min|h|GiB|MiB|KiB|GB|MB|ex/s|examples/s|steps/s)\b)")
@@ -177,10 +183,28 @@ def docs(repo: Path) -> list[Path]:
     return sorted([p for p in [repo / "README.md"] if p.exists()] + list((repo / "docs").glob("**/*.md")))
 
 
+def pending_lines(text: str) -> dict[int, str]:
+    """Line number -> the row or paragraph it belongs to, for the lines whose row (a table
+    line) or paragraph says the results it names await a quiet rerun."""
+    out = {}
+    for start, lines in blocks(text):
+        paragraph = "\n".join(lines)
+        for k, line in enumerate(lines):
+            scope = line if line.lstrip().startswith("|") else paragraph
+            if PENDING.search(scope):
+                out[start + k] = scope
+    return out
+
+
 def check(repo: Path = REPO, max_load: float = MAX_LOAD) -> list[Offence]:
     offences, seen = [], {}
     for doc in docs(repo):
-        for n, line in enumerate(doc.read_text().splitlines(), 1):
+        text = doc.read_text()
+        pending = pending_lines(text)
+        for n, line in enumerate(text.splitlines(), 1):
+            if n in pending and (figure := FIGURE.search(REF.sub("", pending[n]))):
+                offences.append(Offence(str(doc.relative_to(repo)), n, "(pending)",
+                                        f"quotes {figure[0]!r} beside results that await a quiet rerun"))
             for ref in (r for found in REF.findall(line) for r in expand(found)):
                 paths = [Path(p) for p in sorted(glob.glob(str(repo / ref)))] if "*" in ref else [repo / ref]
                 if not paths:
@@ -189,7 +213,9 @@ def check(repo: Path = REPO, max_load: float = MAX_LOAD) -> list[Offence]:
                     rel = str(p.relative_to(repo))
                     if rel not in seen:
                         seen[rel] = check_results(p, max_load)
-                    offences += [Offence(str(doc.relative_to(repo)), n, rel, problem) for problem in seen[rel]]
+                    offences += [Offence(str(doc.relative_to(repo)), n, rel, problem) for problem in seen[rel]
+                                 if not (n in pending and problem.startswith(LOAD_PROBLEMS) or
+                                         n in pending and "load" in problem and "above" in problem)]
         offences += unreferenced(repo, doc, max_load)
     return sorted(offences, key=lambda o: (o.doc, o.line, o.results, o.problem))
 

@@ -112,3 +112,23 @@ def test_every_benchmark_writes_results_through_save(script):
         assert "results" not in re.sub(r"benchmarks/results/\S+\.(png|json)", "", src).split('"""', 2)[-1], script
     for flag in ("--runs-file", "--baseline-from", "--runs-from"):
         assert flag not in src, (script, flag)
+
+
+def test_a_loaded_file_may_be_named_only_where_the_docs_say_it_awaits_a_rerun(tmp_path):
+    """A row or paragraph that says its results await a quiet rerun may name a loaded file,
+    but quotes no measured figure from it; a file that does not exist is still an offence."""
+    loaded = {"load_avg": {"start": 20.0, "end": 40.0}}
+    write(tmp_path, {
+        "README.md": "`benchmarks/results/loaded.json` (load 20-40) awaits a\nquiet rerun.\n\n"
+                     "| file | status |\n|---|---|\n| `benchmarks/results/loaded.json` | awaits a quiet rerun |\n"
+                     "| `benchmarks/results/loaded.json` | quoted |\n\n"
+                     "Measured 12.5 s (`benchmarks/results/loaded.json`), awaits a quiet rerun.\n\n"
+                     "`benchmarks/results/gone.json` awaits a quiet rerun.\n",
+        "benchmarks/results/loaded.json": loaded,
+    })
+    got = [(o.line, o.results, o.problem) for o in cf.check(tmp_path)]
+    assert got == [
+        (7, "benchmarks/results/loaded.json", "load 20.00 at start, 40.00 at end (load_avg): above 3"),
+        (9, "(pending)", "quotes '12.5 s' beside results that await a quiet rerun"),
+        (11, "benchmarks/results/gone.json", "does not exist"),
+    ]
