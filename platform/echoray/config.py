@@ -37,7 +37,7 @@ class RemoteEmulation(Section):
 
 
 class SourceConfig(Section):
-    kind: Literal["digits", "cifar10", "image_folder", "parquet"] = "digits"
+    kind: Literal["digits", "cifar10", "image_folder", "parquet", "idx"] = "digits"
     path: str | None = None
     eval_path: str | None = None
     holdout_fraction: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.2
