@@ -13,9 +13,14 @@ of different counts.
 Reading: a raw images file is read by byte range, one ranged read per run of
 consecutive ids (the CIFAR binary access pattern, the same over S3); a gzipped one
 cannot be seeked, so each reader decompresses it once, on its first read, and keeps
-the array (Fashion-MNIST's train images: 26 MB of gzip -> 47 MB, 0.35 s on one core
-of the 2-core development machine). Labels (60 KB) are loaded by the index and travel
-with it.
+the array. Labels (60 KB) are loaded by the index and travel with it. Measured on
+Fashion-MNIST's train split, one process on the 2-core development machine (load 3):
+    gzip: index 37 ms; first read 0.75 s (26 MB -> 47 MB, kept: 47 MB per reader);
+          then 64 ids 44 us (random) / 99 us (consecutive)
+    raw:  index 2 ms; 64 consecutive ids (one chunk of source.chunk_size 64) 73 us,
+          64 scattered ids 710 us (64 ranged reads); no start cost, no memory kept
+A chunk is consecutive ids, so both read an epoch in well under a second; raw files
+suit many short-lived readers (a search's trials), gzip the Debian package as it is.
 """
 
 from __future__ import annotations
