@@ -67,7 +67,12 @@ def s3():
 def s3_data(s3, tmp_path_factory):
     """One small dataset of each kind, on local disk and the same files in a bucket:
     {kind: (local path, s3 URI)}. The Parquet, CIFAR and IDX URIs are prefixes (folders)."""
-    from echoray.data.fixtures import write_cifar10_bin, write_idx, write_image_folder, write_parquet
+    from echoray.data.fixtures import (
+        write_cifar10_bin,
+        write_idx,
+        write_image_folder,
+        write_parquet,
+    )
 
     local = tmp_path_factory.mktemp("s3data")
     bucket = s3.make_bucket("echoray-data")

@@ -96,3 +96,18 @@ def test_real_fashion_mnist_from_the_debian_package():
     assert np.array_equal(images[..., 0], want[ids]) and np.array_equal(labels, want_labels[ids])
     _, train_labels = open_reader(idx).read(idx.train_ids, "train")
     assert np.bincount(train_labels).tolist() == [6000] * 10  # Fashion-MNIST is balanced
+
+
+def test_a_gzip_of_several_members_is_not_mistaken_for_a_truncated_one(tmp_path):
+    """Its trailer holds the last member's length only; the index then counts the whole."""
+    root = write_idx(tmp_path, train=50, test=10, gz=False)
+    data = (root / "train-images-idx3-ubyte").read_bytes()
+    half = len(data) // 2
+    (root / "train-images-idx3-ubyte.gz").write_bytes(gzip.compress(data[:half]) + gzip.compress(data[half:]))
+    (root / "train-images-idx3-ubyte").unlink()
+    idx = index_source(_source(root))
+    images, _ = open_reader(idx).read(np.array([49, 0, 25]), "train")
+    assert [decode_id(im) for im in images] == [49, 0, 25]
+    (root / "train-images-idx3-ubyte.gz").write_bytes(gzip.compress(data[:half]) + gzip.compress(data[half:])[:-9])
+    with pytest.raises(SourceError, match=r"train-images-idx3-ubyte\.gz: truncated or corrupt gzip"):
+        index_source(_source(root))
