@@ -32,7 +32,9 @@ def test_fashion_mnist_reads_every_training_id_once_per_epoch(run_pipeline, echo
     assert set(pairs.values()) == {factor}
     assert summary["fresh_examples"] == len(pairs) == 768
     assert summary["trained_examples"] == audit.num_rows == 768 * factor
-    assert summary["steps"] == 768 * factor // 64 and summary["epochs"] == 2
+    # the pipeline evaluates twice per epoch of fresh data: 4 evaluation points
+    assert summary["steps"] == 768 * factor // 64 and summary["epochs"] == 4
+    assert [h["fresh_examples"] for h in summary["history"]] == [192, 384, 576, 768]
     assert summary["echo"]["measured_factor"] == float(factor)
     for h in summary["history"]:  # fresh at each evaluation = distinct (epoch, sample) trained before it
         assert h["fresh_examples"] == len({p for p, s in zip(zip(t["epoch"], t["sample_id"], strict=True),
