@@ -49,10 +49,12 @@ sys.path.insert(0, str(REPO / "platform"))
 # (flag, default, smoke) per scale knob; the defaults fit about an hour on 2 idle cores.
 SCALE = {
     "data": ("/usr/share/datasets/fashion-mnist", None),
-    "limit": (12000, 768),        # figure3 and figure4 training ids
-    "eval_limit": (2000, 256),
-    "target": (0.85, 0.5),
-    "epochs": (6, 2),             # the read budget; runs stop at the target
+    # figure3 and figure4: 6,000 training ids, 5 epochs reach 0.79 (measured: 0.755 at 2.5
+    # epochs, 0.685 at 3, 0.789 at 4.5: a target of 0.75 is reached between epoch 2.5 and 4)
+    "limit": (6000, 768),
+    "eval_limit": (1000, 256),
+    "target": (0.75, 0.5),
+    "epochs": (5, 2),             # the read budget; runs stop at the target
     "trials": (4, 2),
     "repeats": (3, 1),
     "r": ("4,8", "4"),
