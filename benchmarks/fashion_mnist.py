@@ -53,7 +53,7 @@ SCALE = {
     # epochs, 0.685 at 3, 0.789 at 4.5: a target of 0.75 is reached between epoch 2.5 and 4)
     "limit": (6000, 768),
     "eval_limit": (1000, 256),
-    "target": (0.75, 0.5),
+    "target": (0.75, 0.35),       # smoke: 768 ids reach 0.42 at 1.25 epochs
     "epochs": (5, 2),             # the read budget; runs stop at the target
     "trials": (4, 2),
     "repeats": (3, 1),
@@ -112,7 +112,10 @@ def figure3(a, work: Path, env: dict, results: Path) -> list[str]:
          "--variants", VARIANTS], env)
     report = json.loads((out / "report.json").read_text())
     results.mkdir(parents=True, exist_ok=True)
-    shutil.copy(out / "figure3_fresh_examples.png", results / "fashion_mnist_figure3.png")
+    plot = None  # the report draws no Figure 3 when no baseline repeat reached the target
+    if (out / "figure3_fresh_examples.png").exists():
+        plot = "fashion_mnist_figure3.png"
+        shutil.copy(out / "figure3_fresh_examples.png", results / plot)
     keep = ("variant", "label", "factor", "fresh_examples_to_target", "relative", "best_accuracy",
             "repeats_without_a_best")
     rows = [{k: r.get(k) for k in keep} for r in report["variants"]]
@@ -120,7 +123,7 @@ def figure3(a, work: Path, env: dict, results: Path) -> list[str]:
         f = r["fresh_examples_to_target"]
         print(f"{r['label']:<24} fresh to target {f}")
     (results / "fashion_mnist_figure3.json").write_text(json.dumps(
-        {"title": report["title"], "variants": rows, "plot": "fashion_mnist_figure3.png"}, indent=2, default=str))
+        {"title": report["title"], "variants": rows, "plot": plot}, indent=2, default=str))
     return ["fashion_mnist_figure3"]
 
 
