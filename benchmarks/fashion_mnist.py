@@ -19,14 +19,15 @@ pipeline (source.limit / eval_limit / target / epochs from the flags).
 Every results file gets a `provenance` entry: commit (and whether the tree was dirty),
 command line, scale, seeds, repeats, os.getloadavg() at the part's start and end, wall
 time. The default scale is about an hour on the 2-core development machine when it is
-otherwise idle (figure3 ~25 min, figure4 ~20 min, ba ~15 min); every flag scales a part.
+otherwise idle (estimated from measured rates: figure3 ~25 min, figure4 ~25 min, ba ~15
+min; a loaded machine takes longer); every flag scales a part.
 --smoke: a tiny scale whose results go to a temporary folder (never benchmarks/results):
 proves the three parts run end to end, in about 10 minutes.
 
     .venv/bin/python benchmarks/fashion_mnist.py                       # all three parts
     .venv/bin/python benchmarks/fashion_mnist.py --part figure3 --trials 4 --repeats 5
     .venv/bin/python benchmarks/fashion_mnist.py --part figure4 --r 4,8 --seeds 0,1,2
-    .venv/bin/python benchmarks/fashion_mnist.py --part ba --ba-limit 6400 --ba-epochs 2
+    .venv/bin/python benchmarks/fashion_mnist.py --part ba --ba-limit 6400 --ba-seeds 3
     .venv/bin/python benchmarks/fashion_mnist.py --smoke
 """
 
@@ -60,7 +61,9 @@ SCALE = {
     "r": ("4,8", "4"),
     "seeds": ("0,1,2", "0"),
     "factors": ("1,2,4,8,auto", "1,2,auto"),
-    "ba_limit": (3200, 512),      # ba: training ids; steps = ba_epochs * ba_limit / 64
+    # ba: training ids, steps = ba_epochs * ba_limit / 64; ResNet-20 trains 300-390 views/s
+    # on one of these cores (smoke run), so the default's ~270,000 views take about 15 min
+    "ba_limit": (1920, 512),
     "ba_eval_limit": (2000, 256),
     "ba_epochs": (2, 1),
     "ba_seeds": (2, 1),
