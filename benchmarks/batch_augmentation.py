@@ -32,7 +32,9 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from pathlib import Path
 
+import common
 from common import RESULTS, save, train_in_process
 
 COPIES = (1, 2, 4, 8)
@@ -47,8 +49,10 @@ STALL_TIMEOUT_S: int | None = None
 def run(copies: int, seed: int, epochs: int, batch: int = 64, mode: str = "local", workers: int = 1,
         limit: int = 0) -> dict:
     overrides = [f"seed={seed}", "train.target=null", f"train.max_epochs={epochs}", f"train.batch_size={batch}",
-                 "preprocess.augment.on=worker", WORKER_OPS, f"batch_augmentation.copies={copies}",
+                 "preprocess.augment.on=worker", f"batch_augmentation.copies={copies}",
                  f"batch_augmentation.mode={mode}", f"scaling.num_workers={workers}"]
+    if common.PIPELINE is None:  # digits: its crop, on the worker; a given pipeline keeps its own ops
+        overrides.append(WORKER_OPS)
     if workers > 1:  # 2 logical CPUs hold the workers and the preprocessing actors
         overrides.append(f"scaling.cpus_per_worker={1 / workers}")
     if limit:
@@ -91,7 +95,7 @@ def stats(values: list[float]) -> dict:
     return {"mean": statistics.mean(values), "min": min(values), "max": max(values)}
 
 
-def plot(table: dict, path) -> None:
+def plot(table: dict, path, data: str = "digits") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -113,7 +117,7 @@ def plot(table: dict, path) -> None:
     ax.set_xticks(COPIES, [str(m) for m in COPIES])
     ax.set_xlabel("M (views per sample / batch multiplier)")
     ax.set_ylabel("held-out accuracy after a fixed number of steps")
-    ax.set_title("Batch augmentation on digits (mean, min/max over seeds)")
+    ax.set_title(f"Batch augmentation on {data} (mean, min/max over seeds)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -127,7 +131,10 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--grouped-seeds", type=int, default=None, help="seeds of the grouped comparison (default --seeds)")
     ap.add_argument("--stall-timeout", type=int, default=None)
+    ap.add_argument("--pipeline", default=None, help="the pipeline YAML to train (default: the embedded digits)")
+    ap.add_argument("--name", default="batch_augmentation", help="results file stem: NAME.json, NAME_accuracy.png")
     args = ap.parse_args()
+    common.PIPELINE = args.pipeline
     global STALL_TIMEOUT_S
     STALL_TIMEOUT_S = args.stall_timeout
     from echoray.runtime.session import start_ray
@@ -174,10 +181,10 @@ def main() -> None:
               f"{speed['local_same_step'][m]['samples_per_s']:>16.0f}")
     print(f"worker-side crop+flip+cutout at 32x32 on this CPU: {ops_rate:,.0f} samples/s "
           "(GPU goal > 3 million/s: unmeasured, no device lent)")
-    png = RESULTS / "batch_augmentation_accuracy.png"
+    png = RESULTS / f"{args.name}_accuracy.png"
     RESULTS.mkdir(exist_ok=True)
-    plot(table, png)
-    path = save("batch_augmentation", {"runs": runs, "accuracy": table, "train_step_throughput": speed,
+    plot(table, png, Path(args.pipeline).stem if args.pipeline else "digits")
+    path = save(args.name, {"runs": runs, "accuracy": table, "train_step_throughput": speed,
                                        "cpu_augment_samples_per_s": ops_rate, "gpu_augment_samples_per_s": None,
                                        "benchmark_wall_s": time.time() - t0, "plot": png.name}, args)
     print(f"saved {path} and {png}")

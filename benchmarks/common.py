@@ -29,7 +29,9 @@ from pathlib import Path
 import psutil
 
 REPO = Path(__file__).resolve().parents[1]
-RESULTS = Path(__file__).parent / "results"
+# ECHORAY_BENCH_RESULTS: somewhere else (a smoke run's results are not the benchmark's).
+RESULTS = Path(os.environ.get("ECHORAY_BENCH_RESULTS") or Path(__file__).parent / "results")
+PIPELINE: str | None = None  # what train_in_process trains (None: the embedded digits default)
 sys.path.insert(0, str(REPO / "platform"))
 START_LOAD = os.getloadavg()  # the benchmark's start: every script imports this module first
 
@@ -72,12 +74,13 @@ class PeakMemory:
 
 
 def train_in_process(overrides: list[str], name: str) -> tuple[dict, int]:
-    """One `echoray train` on the already-started local Ray; returns (summary, peak PSS bytes)."""
+    """One `echoray train` of PIPELINE with `overrides` on the already-started local Ray;
+    returns (summary, peak PSS bytes)."""
     from echoray.config_load import load_config
     from echoray.run import train
 
     with tempfile.TemporaryDirectory() as d:
-        cfg = load_config(None, [f"tracking.uri=sqlite:///{d}/mlflow.db", *overrides])
+        cfg = load_config(PIPELINE, [f"tracking.uri=sqlite:///{d}/mlflow.db", *overrides])
         with PeakMemory() as mem:
             summary = train(cfg, f"benchmark:{name}", str(Path(d) / name), time.time())
     return summary, mem.peak

@@ -41,6 +41,7 @@ import statistics
 import subprocess
 import time
 
+import common
 from common import RESULTS, load_avg, save, train_in_process
 from echo_plots import factor_trace, time_vs_factor
 
@@ -157,7 +158,8 @@ def print_table(level: dict) -> None:
               f"{row['mean_e_trained']['mean']:>7.2f}")
 
 
-def level_run(target_r: float, seeds: list[int], target: float, epochs: int, factors=FACTORS, args=None) -> None:
+def level_run(target_r: float, seeds: list[int], target: float, epochs: int, factors=FACTORS, args=None,
+              name: str = "echo") -> None:
     t0, load0, uptime0 = time.time(), os.getloadavg(), uptime()
     latency, cal = calibrate(target_r)
     runs = []
@@ -169,31 +171,32 @@ def level_run(target_r: float, seeds: list[int], target: float, epochs: int, fac
                   flush=True)
     level = {"R_target": target_r, "R": statistics.fmean(r["measured_R"] for r in runs if r["measured_R"]),
              "latency_ms": latency, "target": target, "epochs": epochs, "seeds": len(seeds), "calibration": cal,
-             "factors": list(factors), "uptime_before": uptime0, "uptime_after": uptime(),
+             "factors": list(factors), "seed_list": seeds, "pipeline": common.PIPELINE or "embedded:digits",
+             "uptime_before": uptime0, "uptime_after": uptime(),
              "rows": summarise(runs), "runs": runs, "wall_s": time.time() - t0}
     print_table(level)
-    print(f"saved {save(f'echo_R{target_r:g}', level, args, start_load=load0)}")
+    print(f"saved {save(f'{name}_R{target_r:g}', level, args, start_load=load0)}")
 
 
 def uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
 
 
-def combine() -> None:
-    levels = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("echo_R*.json"))]
+def combine(name: str = "echo") -> None:
+    levels = [json.loads(p.read_text()) for p in sorted(RESULTS.glob(f"{name}_R*.json"))]
     levels.sort(key=lambda x: x["R"])
     for level in levels:  # the summary from the saved runs, so a change to it reaches every level
         level["rows"] = summarise(level["runs"])
     for level in levels:
         print_table(level)
-    png = RESULTS / "echo_time_vs_factor.png"
+    png = RESULTS / f"{name}_time_vs_factor.png"
     time_vs_factor(levels, png)
-    old = json.loads((RESULTS / "echo.json").read_text()) if (RESULTS / "echo.json").exists() else {}
+    old = json.loads((RESULTS / f"{name}.json").read_text()) if (RESULTS / f"{name}.json").exists() else {}
     # each level keeps its own recorded load (load_avg, or the older loadavg_before/after)
-    save("echo", {"levels": [{k: v for k, v in lv.items() if k != "runs"} for lv in levels],
-                  "pipeline_overhead": old.get("pipeline_overhead"), "plot": png.name,
-                  "runs_in": [f"echo_R{lv['R_target']:g}.json" for lv in levels]})
-    print(f"saved {RESULTS / 'echo.json'} and {png}")
+    save(name, {"levels": [{k: v for k, v in lv.items() if k != "runs"} for lv in levels],
+                "pipeline_overhead": old.get("pipeline_overhead"), "plot": png.name,
+                "runs_in": [f"{name}_R{lv['R_target']:g}.json" for lv in levels]})
+    print(f"saved {RESULTS / (name + '.json')} and {png}")
 
 
 def halving(target_r: float, change_after_s: float, epochs: int, args=None) -> None:
@@ -260,9 +263,12 @@ def main() -> None:
     ap.add_argument("--halving", action="store_true", help="one auto run whose emulated latency halves mid-run")
     ap.add_argument("--change-after", type=float, default=20.0, help="--halving: seconds after the first read")
     ap.add_argument("--overhead-only", action="store_true", help="only the echo-op overhead; updates echo.json")
+    ap.add_argument("--pipeline", default=None, help="the pipeline YAML to train (default: the embedded digits)")
+    ap.add_argument("--name", default="echo", help="results file stem: NAME_R<r>.json, NAME.json")
     args = ap.parse_args()
+    common.PIPELINE = args.pipeline
     if args.combine:
-        return combine()
+        return combine(args.name)
     from echoray.runtime.session import start_ray
 
     start_ray()
@@ -278,7 +284,8 @@ def main() -> None:
     factors = tuple(args.factors.split(","))
     if "1" not in factors or not set(factors) <= set(FACTORS):
         ap.error(f"--factors: a subset of {','.join(FACTORS)} that includes 1, got {args.factors}")
-    return level_run(args.r, [int(s) for s in args.seeds.split(",")], args.target, args.epochs, factors, args)
+    return level_run(args.r, [int(s) for s in args.seeds.split(",")], args.target, args.epochs, factors, args,
+                     args.name)
 
 
 if __name__ == "__main__":

@@ -40,7 +40,8 @@ def time_vs_factor(levels: list[dict], path: Path) -> None:
         ax.axvline(r, color="C2", alpha=0.4, label="measured R")
         ax.set_xlabel("echo factor e")
         ax.set_ylabel(f"time to {level['target']:.0%} relative to e = 1")
-        ax.set_title(f"digits, emulated remote store, R = {r:.1f} ({level['seeds']} seeds, min..max)", fontsize=9)
+        data = Path(level.get("pipeline") or "digits").stem.removeprefix("embedded:")  # older files: digits
+        ax.set_title(f"{data}, emulated remote store, R = {r:.1f} ({level['seeds']} seeds, min..max)", fontsize=9)
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
     fig.tight_layout()

@@ -66,8 +66,13 @@ def s3():
 @pytest.fixture(scope="session")
 def s3_data(s3, tmp_path_factory):
     """One small dataset of each kind, on local disk and the same files in a bucket:
-    {kind: (local path, s3 URI)}. The Parquet and CIFAR URIs are prefixes (folders)."""
-    from echoray.data.fixtures import write_cifar10_bin, write_image_folder, write_parquet
+    {kind: (local path, s3 URI)}. The Parquet, CIFAR and IDX URIs are prefixes (folders)."""
+    from echoray.data.fixtures import (
+        write_cifar10_bin,
+        write_idx,
+        write_image_folder,
+        write_parquet,
+    )
 
     local = tmp_path_factory.mktemp("s3data")
     bucket = s3.make_bucket("echoray-data")
@@ -75,5 +80,6 @@ def s3_data(s3, tmp_path_factory):
         "cifar10": write_cifar10_bin(local / "cifar10", per_batch=32, batches=5, test=32),
         "image_folder": write_image_folder(local / "image_folder", n=200, classes=4, size=32),
         "parquet": write_parquet(local / "parquet" / "d.parquet", n=200, classes=4, row_group=16).parent,
+        "idx": write_idx(local / "idx", train=160, test=32),
     }
     return {kind: (path, s3.upload(path, f"{bucket}/{kind}")) for kind, path in paths.items()}

@@ -59,8 +59,8 @@ class TokenizerConfig(Section):
 
 
 class SourceConfig(Section):
-    kind: Literal["digits", "cifar10", "image_folder", "parquet", "text"] = "digits"
-    """Source format: scikit-learn's bundled digits, CIFAR-10 batches, class-per-folder images, Parquet of encoded images and labels, or text documents (language models)."""
+    kind: Literal["digits", "cifar10", "image_folder", "parquet", "idx", "text"] = "digits"
+    """Source format: scikit-learn's bundled digits, CIFAR-10 batches, class-per-folder images, Parquet of encoded images and labels, the MNIST family's IDX files (Fashion-MNIST), or text documents (language models)."""
     path: str | None = None
     """Training data: a local folder or file, or a URI pyarrow reads (s3://, gs://); required unless kind is digits."""
     eval_path: str | None = None

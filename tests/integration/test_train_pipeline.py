@@ -73,7 +73,7 @@ def test_digits_reaches_a_modest_target_and_stops(run_pipeline):
 
 
 @pytest.mark.parametrize("where", ["local", "s3"])
-@pytest.mark.parametrize("kind", ["cifar10", "image_folder", "parquet"])
+@pytest.mark.parametrize("kind", ["cifar10", "image_folder", "parquet", "idx"])
 def test_each_source_format_runs_the_whole_pipeline(run_pipeline, s3_data, kind, where):
     """The same files on local disk and in the tests' S3 bucket (s3://echoray-data/<kind>):
     the Ray Data actors read the bucket through the AWS variables the local Ray inherited."""

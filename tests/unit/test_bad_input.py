@@ -14,8 +14,10 @@ import pytest
 
 from echoray.cli import main
 from echoray.data.fixtures import (
+    idx_bytes,
     write_cifar10_bin,
     write_cifar10_py,
+    write_idx,
     write_image_folder,
     write_parquet,
 )
@@ -89,6 +91,44 @@ def _mixed_sizes(d):
         "images have different sizes"
 
 
+def _idx(root):
+    return ["--set", "source.kind=idx", "--set", f"source.path={root}"]
+
+
+def _idx_missing_file(d):
+    root = write_idx(d / "idx", train=30, test=10)
+    (root / "t10k-labels-idx1-ubyte.gz").unlink()
+    return _idx(root), f"source.path {root}: no t10k-labels-idx1-ubyte or t10k-labels-idx1-ubyte.gz"
+
+
+def _idx_truncated_raw(d):
+    root = write_idx(d / "idx", train=30, test=10, gz=False)
+    data = (root / "train-images-idx3-ubyte").read_bytes()
+    (root / "train-images-idx3-ubyte").write_bytes(data[:-100])
+    return _idx(root), (f"{root}/train-images-idx3-ubyte: truncated: the header says 30 records "
+                        f"({len(data)} bytes), the file has {len(data) - 100}")
+
+
+def _idx_truncated_gz(d):
+    root = write_idx(d / "idx", train=300, test=10)
+    data = (root / "train-images-idx3-ubyte.gz").read_bytes()
+    (root / "train-images-idx3-ubyte.gz").write_bytes(data[: len(data) // 2])
+    return _idx(root), f"{root}/train-images-idx3-ubyte.gz: truncated or corrupt gzip: the header says 300 records"
+
+
+def _idx_wrong_magic(d):
+    root = write_idx(d / "idx", train=30, test=10, gz=False)
+    (root / "t10k-images-idx3-ubyte").write_bytes(idx_bytes(range(10), images=False))  # a labels file
+    return _idx(root), f"{root}/t10k-images-idx3-ubyte: magic number 0x00000801, expected 0x00000803"
+
+
+def _idx_count_mismatch(d):
+    root = write_idx(d / "idx", train=30, test=10, gz=False)
+    (root / "train-labels-idx1-ubyte").write_bytes(idx_bytes(range(29), images=False))
+    return _idx(root), (f"{root}/train-images-idx3-ubyte holds 30 images but {root}/train-labels-idx1-ubyte "
+                        "holds 29 labels")
+
+
 class Payload:
     def __reduce__(self):
         return (os.system, ("touch " + os.environ["ECHORAY_PWNED"],))
@@ -143,6 +183,9 @@ CASES = {
     "pickle that would run code": (_malicious_pickle, 2), "truncated CIFAR pickle": (_truncated_pickle, 2),
     "W % M != 0": (_workers_not_multiple, 2), "retries without checkpoints": (_retries_without_checkpoints, 2),
     "fp16 without a GPU": (_fp16_without_gpu, 2),
+    "IDX file missing": (_idx_missing_file, 2), "truncated IDX file": (_idx_truncated_raw, 2),
+    "truncated IDX gzip": (_idx_truncated_gz, 2), "wrong IDX magic number": (_idx_wrong_magic, 2),
+    "IDX images and labels of different counts": (_idx_count_mismatch, 2),
     "unreachable MLflow server": (_unreachable_server, 1), "MLflow store folder missing": (_sqlite_folder_missing, 1),
 }
 

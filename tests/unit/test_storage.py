@@ -49,7 +49,7 @@ def test_a_local_folder_is_refused_only_where_other_nodes_would_need_it():
     assert refused("/home/u/runs/r/ray", nodes=3, shared=True) is None  # the user's word
 
 
-@pytest.mark.parametrize("kind", ["cifar10", "image_folder", "parquet"])
+@pytest.mark.parametrize("kind", ["cifar10", "image_folder", "parquet", "idx"])
 def test_each_source_reads_the_same_examples_from_s3_as_from_disk(s3_data, kind):
     local, uri = s3_data[kind]
     sets = [f"source.kind={kind}", "source.image_size=32"]

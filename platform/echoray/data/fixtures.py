@@ -8,8 +8,10 @@ CIFAR-shaped data on machines that cannot download CIFAR.
 
 from __future__ import annotations
 
+import gzip
 import io
 import pickle
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -62,6 +64,30 @@ def write_cifar10_py(root: Path, per_batch: int = 100, batches: int = 5, test: i
     for b in range(batches):
         write(f"data_batch_{b + 1}", range(b * per_batch, (b + 1) * per_batch))
     write("test_batch", range(test))
+    return root
+
+
+def idx_bytes(ids: range, size: int = 28, images: bool = True) -> bytes:
+    """An IDX file's bytes: big-endian magic and dims, then the records. Images are
+    encoded_image(i, size, 1) (id i in the first pixels), labels i % 10."""
+    if images:
+        body = b"".join(encoded_image(i, size, 1)[:, :, 0].tobytes() for i in ids)
+        return struct.pack(">IIII", 0x00000803, len(ids), size, size) + body
+    return struct.pack(">II", 0x00000801, len(ids)) + bytes(i % 10 for i in ids)
+
+
+def write_idx(root: Path, train: int = 120, test: int = 40, size: int = 28, gz: bool = True) -> Path:
+    """root/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]: the MNIST family's layout."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    for prefix, n in (("train", train), ("t10k", test)):
+        for stem, images in (("images-idx3", True), ("labels-idx1", False)):
+            data = idx_bytes(range(n), size, images)
+            name = f"{prefix}-{stem}-ubyte"
+            if gz:
+                (root / (name + ".gz")).write_bytes(gzip.compress(data, mtime=0))
+            else:
+                (root / name).write_bytes(data)
     return root
 
 

@@ -20,6 +20,8 @@ def index_source(cfg: SourceConfig) -> SourceIndex:
         from echoray.data.sources.image_folder import index
     elif cfg.kind == "text":
         from echoray.data.text.source import index
+    elif cfg.kind == "idx":
+        from echoray.data.sources.idx import index
     else:
         from echoray.data.sources.parquet import index
     idx = index(cfg)
@@ -40,6 +42,8 @@ def open_reader(idx: SourceIndex) -> Reader:
         from echoray.data.sources.image_folder import ImageFolderReader as cls
     elif idx.kind == "text":
         from echoray.data.text.source import TextReader as cls
+    elif idx.kind == "idx":
+        from echoray.data.sources.idx import IdxReader as cls
     else:
         from echoray.data.sources.parquet import ParquetReader as cls
     return cls(idx)
