@@ -9,7 +9,9 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
+
+from echoray import plugins
 
 PositiveInt = Annotated[int, Field(ge=1)]
 Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
@@ -36,8 +38,14 @@ class RemoteEmulation(Section):
         return self
 
 
+# Built-in names; a section also takes "package.module:attr" (echoray/plugins.py). Append here.
+SOURCE_KINDS: tuple[str, ...] = ("digits", "cifar10", "image_folder", "parquet")
+MODEL_NAMES: tuple[str, ...] = ("small_cnn", "resnet20", "resnet32", "resnet44", "resnet56", "resnet50")
+AUGMENT_OPS: tuple[str, ...] = ("random_crop", "flip", "cutout", "random_resized_crop")
+
+
 class SourceConfig(Section):
-    kind: Literal["digits", "cifar10", "image_folder", "parquet"] = "digits"
+    kind: str = "digits"  # a SOURCE_KINDS name or a reader class "package.module:Reader"
     path: str | None = None
     eval_path: str | None = None
     holdout_fraction: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.2
@@ -58,24 +66,70 @@ class SourceConfig(Section):
     # Raised to what the worker's buffers need (data/pipeline.py rows_ahead_floor).
     max_rows_ahead: PositiveInt | None = None
     remote: RemoteEmulation = RemoteEmulation()
+    # Keyword options for a reader by import path (its index(cfg) reads cfg.options).
+    options: dict[str, Any] = {}
+
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, v: object) -> str:
+        return plugins.builtin_or_path(v, SOURCE_KINDS)
 
     @model_validator(mode="after")
     def _path_needed(self) -> SourceConfig:
+        if plugins.is_import_path(self.kind):
+            plugins.check_reader_class(self.kind)
+            return self
+        if self.options:
+            raise ValueError("source.options is for a reader by import path (source.kind: 'package.module:Reader')")
         if self.kind != "digits" and not self.path:
             raise ValueError(f"source.path is required for source.kind={self.kind!r}")
         return self
 
 
 class AugmentOp(Section):
-    op: Literal["random_crop", "flip", "cutout", "random_resized_crop"]
+    """A built-in op (AUGMENT_OPS, with the keys below) or an op class by import path, whose
+    keys in the YAML are its own Params (data/ops.py: kept in `params`, written back flat)."""
+
+    op: str
     padding: Annotated[int, Field(ge=0)] = 0
     size: PositiveInt | None = None
     p: Fraction = 0.5
     scale: tuple[float, float] = (0.08, 1.0)
     ratio: tuple[float, float] = (3 / 4, 4 / 3)
+    params: dict[str, Any] = {}  # an op by import path: its keys, validated by its Params
+
+    @model_validator(mode="before")
+    @classmethod
+    def _own_keys(cls, data: Any) -> Any:
+        """An op by import path: every key but `op` is the op's own (into `params`)."""
+        if isinstance(data, dict) and plugins.is_import_path(data.get("op")):
+            rest = {k: v for k, v in data.items() if k not in ("op", "params")}
+            return {"op": data["op"], "params": {**(data.get("params") or {}), **rest}}
+        return data
+
+    @field_validator("op")
+    @classmethod
+    def _op(cls, v: object) -> str:
+        return plugins.builtin_or_path(v, AUGMENT_OPS)
+
+    @model_serializer(mode="wrap")
+    def _flat(self, handler):
+        out = handler(self)
+        if plugins.is_import_path(self.op):
+            return {"op": self.op, **self.params}
+        out.pop("params", None)
+        return out
 
     @model_validator(mode="after")
     def _sizes(self) -> AugmentOp:
+        if plugins.is_import_path(self.op):
+            cls = plugins.check_op_class(self.op, self.params, "op")
+            params = plugins.op_params(cls, self.params, "op", self.op)
+            if params is not None and hasattr(params, "model_dump"):
+                self.__dict__["params"] = params.model_dump(mode="json")  # defaults filled in
+            return self
+        if self.params:
+            raise ValueError(f"params: only an op by import path takes them (op {self.op!r})")
         if self.op in ("cutout", "random_resized_crop") and self.size is None:
             raise ValueError(f"augment op {self.op!r} needs 'size'")
         return self
@@ -143,12 +197,25 @@ class BatchAugmentationConfig(Section):
 
 
 class ModelConfig(Section):
-    name: Literal["small_cnn", "resnet20", "resnet32", "resnet44", "resnet56", "resnet50"] = (
-        "small_cnn"
-    )
+    name: str = "small_cnn"  # a MODEL_NAMES name or a factory "package.module:factory"
     width: PositiveInt = 32
     dropout: Fraction = 0.0
     ghost_batch_size: PositiveInt | None = None
+    # Keyword arguments of a factory by import path (train/models.py build_model).
+    kwargs: dict[str, Any] = {}
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: object) -> str:
+        return plugins.builtin_or_path(v, MODEL_NAMES)
+
+    @model_validator(mode="after")
+    def _factory(self) -> ModelConfig:
+        if plugins.is_import_path(self.name):
+            plugins.check_model_factory(self.name, self.kwargs)
+        elif self.kwargs:
+            raise ValueError("model.kwargs is for a model factory by import path (model.name: 'package.module:factory')")
+        return self
 
 
 class OptimizerConfig(Section):

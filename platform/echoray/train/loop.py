@@ -149,7 +149,8 @@ class WorkerLoop:
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
         cfg, t = self.cfg, self.cfg.train
         torch.manual_seed(derive_seed(cfg.seed, STREAM_MODEL))
-        net = build_model(cfg.model, self.channels, self.num_classes)
+        side = output_size(self.image_size, cfg.preprocess.augment.ops) if self.image_size else None
+        net = build_model(cfg.model, self.channels, self.num_classes, side)
         if cfg.model.ghost_batch_size:
             net = use_ghost_batch_norm(net, cfg.model.ghost_batch_size)
         self.fmt = memory_format(t.channels_last)
