@@ -2,7 +2,8 @@
 
 The public building blocks (a stable API for your own Ray programs; docstrings there):
 
-    echo, echo_batch, echo_batches, expected_copies, repeat_epochs, augment   (data/blocks.py)
+    echo_dataset, echo_batch, echo_batches, expected_copies, repeat_epochs,
+    augment_images                                                            (data/blocks.py)
     SourceIndex, SourceError, split_holdout                                   (a reader's index)
     uniform, mix                                                              (keyed randomness)
 
@@ -12,9 +13,9 @@ Imported on first use: `import echoray.data` imports neither Ray nor torch.
 from __future__ import annotations
 
 _PUBLIC = {
-    "echo": "echoray.data.blocks", "echo_batch": "echoray.data.blocks", "echo_batches": "echoray.data.blocks",
+    "echo_dataset": "echoray.data.blocks", "echo_batch": "echoray.data.blocks", "echo_batches": "echoray.data.blocks",
     "expected_copies": "echoray.data.blocks", "repeat_epochs": "echoray.data.blocks",
-    "augment": "echoray.data.blocks",
+    "augment_images": "echoray.data.blocks",
     "SourceIndex": "echoray.data.sources.base", "SourceError": "echoray.data.sources.base",
     "split_holdout": "echoray.data.plan", "uniform": "echoray.seeds", "mix": "echoray.seeds",
 }

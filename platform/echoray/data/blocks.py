@@ -5,11 +5,12 @@ Rows carry `sample_id` (int64, stable per example: what fresh examples are count
 and `epoch` (int64; repeat_epochs adds it, echo treats a missing one as 0).
 
     ds = echoray.data.repeat_epochs(ray.data.from_items(rows), epochs=3, seed=0)
-    ds = echoray.data.echo(ds, 1.5, seed=0)            # after the expensive upstream part
+    ds = echoray.data.echo_dataset(ds, 1.5, seed=0)            # after the expensive upstream part
     for batch in echoray.data.echo_batches(shard, 64, shuffle_buffer=512, seed=rank):
         ...                                             # copies of a sample kept apart
 
-No torch at import; Ray is imported by the functions that take a Dataset.
+No torch at import; Ray is imported by the functions that take a Dataset. (Named
+echo_dataset and augment_images: echoray.data.echo and .augment are modules.)
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def echo_batch(batch: dict[str, np.ndarray], factor: float, seed: int = 0) -> di
     return out
 
 
-def echo(ds, factor: float, *, seed: int = 0):
+def echo_dataset(ds, factor: float, *, seed: int = 0):
     """The echo operator on a ray.data.Dataset (lazy, like any Ray Data transform): the
     Dataset of echo_batch over its rows. Expected rows out = factor x rows in, exactly
     factor x for an integer factor. Put it after the part of the pipeline worth saving
@@ -99,7 +100,7 @@ def echo_batches(data, batch_size: int, *, shuffle_buffer: int = 512, seed: int 
     return pack_unique(it, batch_size, max_carry=None if separate_copies else 0)
 
 
-def augment(images: np.ndarray, keys: np.ndarray, ops: Sequence[AugmentOp | dict[str, Any]]) -> np.ndarray:
+def augment_images(images: np.ndarray, keys: np.ndarray, ops: Sequence[AugmentOp | dict[str, Any]]) -> np.ndarray:
     """echoray's augmentation list (built-in ops and ops by import path, as in the YAML's
     preprocess.augment.ops) on a uint8 N x H x W x C batch, op i drawing from stream i of
     each image's uint64 key (train.view_keys gives batch augmentation's keys)."""

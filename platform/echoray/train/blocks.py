@@ -8,7 +8,7 @@ augmentation (Hoffer et al. 2020, 4.5: M workers hold the same samples, member m
     source = echoray.data.echo_batches(shard, 64) if layout.reads else None
     for batch in echoray.train.group_batches(source, layout, pg):
         keys = echoray.train.view_keys(seed, batch, layout)    # this member's view
-        ...train on echoray.data.augment(batch["image"], keys, ops)...
+        ...train on echoray.data.augment_images(batch["image"], keys, ops)...
         if layout.reads:
             fresh.update(batch)
     fresh.total()                                              # every rank: exact, all ranks
