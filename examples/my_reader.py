@@ -28,7 +28,7 @@ class NumpyReader:
         """source.path: the folder; source.options.num_classes (default: largest label + 1)."""
         folder = Path(cfg.path or "")
         paths = {name: folder / f"{name}.npy" for name in ("images", "labels")}
-        for name, path in paths.items():
+        for path in paths.values():
             if not path.is_file():
                 raise SourceError(f"source.path {folder}: no {path.name}")
         images = np.load(paths["images"], mmap_mode="r")

@@ -92,8 +92,9 @@ def test_cli_exits_2_for_a_model_that_does_not_import(tmp_path):
 # --- reader ---
 
 def test_reader_by_import_path_is_indexed_and_read_like_a_built_in(tmp_path):
-    from echoray.data.sources import index_source, open_reader
     from my_reader import write_digits
+
+    from echoray.data.sources import index_source, open_reader
 
     folder = write_digits(tmp_path / "npy", side=12)
     c = cfg("source.kind=my_reader:NumpyReader", f"source.path={folder}", "source.limit=100")

@@ -28,9 +28,11 @@ from echoray.seeds import STREAM_AUGMENT, STREAM_SAMPLER, derive_seed, mix
 from echoray.train.batch_augment import dropout_seed  # noqa: F401 - public
 from echoray.train.consumption_echo import ConsumptionEcho, agree_min
 from echoray.train.fresh import FreshTracker
-from echoray.train.groups import GroupedDataConfig  # noqa: F401 - public
+from echoray.train.groups import (
+    GroupedDataConfig,  # noqa: F401 - public
+    rank_layout,
+)
 from echoray.train.groups import RankLayout as GroupLayout
-from echoray.train.groups import rank_layout
 
 Batch = dict[str, np.ndarray]
 
