@@ -5,7 +5,7 @@ run through the Python API (echoray/api.py train; see callable_package.py).
 
 The public building blocks for a train_loop_per_worker of your own (train/blocks.py):
 
-    FreshCounter, consumption_echo,
+    FreshCounter, echo_on_consumption,
     GroupLayout, group_layout, GroupedDataConfig, member_group, group_batches,
     view_keys, sampling_seed, dropout_seed
 
@@ -14,7 +14,7 @@ Imported on first use (they import torch and Ray Train).
 
 from echoray.callable_package import make_callable
 
-_PUBLIC = ("FreshCounter", "consumption_echo", "GroupLayout", "group_layout", "GroupedDataConfig",
+_PUBLIC = ("FreshCounter", "echo_on_consumption", "GroupLayout", "group_layout", "GroupedDataConfig",
            "member_group", "group_batches", "view_keys", "sampling_seed", "dropout_seed")
 __all__ = list(_PUBLIC)
 

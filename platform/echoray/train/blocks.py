@@ -97,7 +97,7 @@ def _default_gather(gather, rank):
     return all_gather, dist.get_rank()
 
 
-def consumption_echo(batches: Iterable[Mapping[str, np.ndarray]], factor: float | Callable[[], float], *,
+def echo_on_consumption(batches: Iterable[Mapping[str, np.ndarray]], factor: float | Callable[[], float], *,
                      batch_size: int, seed: int = 0, buffer_rows: int = 512, sampler_seed: int = 0,
                      gather: Callable[[object], list] | None = None) -> Iterator[Batch]:
     """Echo at consumption time: each fresh batch taken from `batches` is echoed with the
@@ -114,7 +114,8 @@ def consumption_echo(batches: Iterable[Mapping[str, np.ndarray]], factor: float 
     def fresh_rows() -> Iterator[Batch]:
         for b in batches:
             sample_id, epoch = _ids(b)
-            yield {**{k: np.asarray(v) for k, v in b.items()}, "sample_id": sample_id, "epoch": epoch}
+            yield {**{k: np.asarray(v) for k, v in b.items()}, "sample_id": sample_id, "epoch": epoch,
+                   "echo_copy": np.zeros_like(sample_id)}  # the rows are fresh: copy 0
 
     return stage.batches(fresh_rows())
 
