@@ -66,6 +66,13 @@ uri, npy, out = sys.argv[1:4]
 base = {"tracking.uri": uri, "train.target": None, "train.max_epochs": 2, "audit.enabled": True}
 echoray.train("examples/my_model.yaml", {**base, "source.limit": 256}, out=out + "/model")
 echoray.train("examples/my_reader.yaml", {**base, "source.path": npy, "source.limit": 192}, out=out + "/reader")
+import numpy as np, ray
+from my_reader import NumpyReader
+images, labels = np.load(npy + "/images.npy"), np.load(npy + "/labels.npy")
+ds = ray.data.from_items([{"image": im, "label": int(y), "key": 1000 + 3 * i}
+                          for i, (im, y) in enumerate(zip(images, labels))])
+echoray.train(None, {**base, "source.limit": 128, "echo.stage": "after_augment", "echo.factor": 1.5},
+              out=out + "/dataset", dataset=ds, id_column="key")
 """
 
 
@@ -94,3 +101,11 @@ def test_custom_model_ops_and_reader_through_the_yaml(tmp_path):
     idx = index_source(load_config(REPO / "examples" / "my_reader.yaml", [f"source.path={npy}",
                                                                           "source.limit=192"]).source)
     assert {i for _, i in counts} == set(idx.train_ids.tolist())
+
+    ds_run = json.loads((tmp_path / "dataset" / "summary.json").read_text())
+    t = pq.read_table(tmp_path / "dataset" / "audit.parquet").to_pydict()
+    counts = Counter(zip(t["epoch"], t["sample_id"], strict=True))
+    assert ds_run["fresh_examples"] == len(counts)  # fresh = distinct (epoch, sample) trained
+    ids = {i for _, i in counts}
+    assert len(ids) == 128 and all(i >= 1000 and (i - 1000) % 3 == 0 for i in ids)  # the user's id column
+    assert ds_run["trained_examples"] == len(t["sample_id"]) and set(counts.values()) <= {1, 2}

@@ -211,3 +211,59 @@ def test_dataclass_params_and_public_augment():
 
     out = augment_images(np.full((2, 2, 2, 1), 250, np.uint8), np.arange(2), [{"op": "plugin_fixtures:Shift", "amount": 9}])
     assert out.dtype == np.uint8 and out.max() == 255 and out.min() == 255
+
+
+# --- a ray.data.Dataset as the source (echoray.train(dataset=...)) ---
+
+class FakeDataset:
+    """What the registration uses of a ray.data.Dataset: select_columns and iter_batches."""
+
+    def __init__(self, columns):
+        self.columns = columns
+
+    def select_columns(self, names):
+        return FakeDataset({k: v for k, v in self.columns.items() if k in names})
+
+    def iter_batches(self, batch_format, batch_size):
+        n = len(next(iter(self.columns.values())))
+        for s in range(0, n, batch_size):
+            yield {k: v[s:s + batch_size] for k, v in self.columns.items()}
+
+
+def test_dataset_source_uses_the_id_column_and_reads_by_id():
+    from echoray.data.sources import index_source, open_reader
+    from echoray.data.sources.dataset import READER, register
+
+    images = np.arange(10 * 16 * 16, dtype=np.int64).reshape(10, 16, 16).astype(np.uint8)
+    ds = FakeDataset({"img": images, "y": np.arange(10) % 4, "key": 100 - 7 * np.arange(10), "other": np.zeros(10)})
+    token = register(ds, image_column="img", label_column="y", id_column="key")
+    c = cfg(f"source.kind={READER}", f'source.options={{"dataset": "{token}"}}', "source.holdout_fraction=0.3")
+    idx = index_source(c.source)
+    assert (idx.num_classes, idx.image_size, idx.channels) == (4, 16, 1)
+    assert len(idx.train_ids) == 7 and len(idx.eval_ids) == 3
+    assert set(idx.train_ids) | set(idx.eval_ids) == set((100 - 7 * np.arange(10)).tolist())
+    got, labels = open_reader(idx).read(np.array([93, 37]), "train")  # rows 1 and 9
+    assert np.array_equal(got[..., 0], images[[1, 9]]) and labels.tolist() == [1, 1]
+
+
+@pytest.mark.parametrize("columns, kwargs, named", [
+    ({"image": np.zeros((3, 4, 4), np.float32), "label": np.zeros(3, int)}, {}, "want uint8 square images"),
+    ({"image": np.zeros((3, 4, 4), np.uint8), "label": np.zeros(3, int)}, {"label_column": "cls"},
+     "no label column 'cls'"),
+    ({"image": np.zeros((3, 4, 4), np.uint8), "label": np.zeros(3, int), "k": np.array([1, 1, 2])},
+     {"id_column": "k"}, "sample ids must be distinct non-negative integers"),
+])
+def test_dataset_source_errors_name_the_column(columns, kwargs, named):
+    from echoray.data.sources import SourceError
+    from echoray.data.sources.dataset import register
+
+    with pytest.raises(SourceError, match=named):
+        register(FakeDataset(columns), **kwargs)
+
+
+def test_dataset_source_cannot_be_resumed_from_another_process():
+    from echoray.data.sources import SourceError, index_source
+    from echoray.data.sources.dataset import READER
+
+    with pytest.raises(SourceError, match="source.options.dataset: no Dataset registered in this process"):
+        index_source(cfg(f"source.kind={READER}", 'source.options={"dataset": "gone"}').source)
