@@ -67,7 +67,6 @@ base = {"tracking.uri": uri, "train.target": None, "train.max_epochs": 2, "audit
 echoray.train("examples/my_model.yaml", {**base, "source.limit": 256}, out=out + "/model")
 echoray.train("examples/my_reader.yaml", {**base, "source.path": npy, "source.limit": 192}, out=out + "/reader")
 import numpy as np, ray
-from my_reader import NumpyReader
 images, labels = np.load(npy + "/images.npy"), np.load(npy + "/labels.npy")
 ds = ray.data.from_items([{"image": im, "label": int(y), "key": 1000 + 3 * i}
                           for i, (im, y) in enumerate(zip(images, labels))])
