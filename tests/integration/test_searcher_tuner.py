@@ -7,11 +7,10 @@ from ray import tune
 import echoray.tune as et
 
 
-def objective(config):
-    tune.report({"score": -(config["lr"] - 0.1) ** 2, "width": config["width"]})
-
-
 def test_plain_tuner_runs_every_quasi_random_point_once(tmp_path):
+    def objective(config):  # nested: pickled by value (Tune's workers cannot import this test module)
+        tune.report({"score": -(config["lr"] - 0.1) ** 2, "width": config["width"]})
+
     space = {"lr": {"low": 1e-3, "high": 1.0, "scale": "log"}, "width": {"choices": [16, 32, 64]}}
     searcher = et.QuasiRandomSearcher.from_space(space, trials=4, repeats=2, seed=3)
     expected = [et.QuasiRandomSearcher.from_space(space, trials=4, repeats=2, seed=3).suggest(str(i))
