@@ -51,14 +51,21 @@ def _no_changes_on_resume(resume, **given) -> None:
 
 
 def train(pipeline: str | Path | None = None, overrides: Overrides = None, out: str | Path | None = None, *,
-          resume: str | Path | None = None) -> dict[str, Any]:
-    """`echoray train`: one run to its end; returns its summary (summary.json's contents)."""
+          resume: str | Path | None = None, dataset=None, id_column: str | None = None,
+          image_column: str = "image", label_column: str = "label") -> dict[str, Any]:
+    """`echoray train`: one run to its end; returns its summary (summary.json's contents).
+
+    dataset: a ray.data.Dataset of uint8 images and integer labels (image_column,
+    label_column) as the source, in place of the pipeline's (data/sources/dataset.py): sample
+    ids from id_column, or the row positions; it is materialised on the driver first."""
     t0 = time.time()
-    _no_changes_on_resume(resume, pipeline=pipeline, overrides=overrides, out=out)
+    _no_changes_on_resume(resume, pipeline=pipeline, overrides=overrides, out=out, dataset=dataset is not None)
     if resume:
         from echoray.resume import open_run
 
         cfg, run = open_run(str(resume))
+    elif dataset is not None:
+        cfg, run = _dataset_config(pipeline, overrides, dataset, id_column, image_column, label_column), None
     else:
         cfg, run = load_config(pipeline, overrides), None
 
@@ -71,6 +78,16 @@ def train(pipeline: str | Path | None = None, overrides: Overrides = None, out: 
         return summary
 
     return _with_ray(go)
+
+
+def _dataset_config(pipeline, overrides: Overrides, dataset, id_column, image_column, label_column) -> PipelineConfig:
+    """The pipeline with the Dataset as its source (registered in this process)."""
+    from echoray.data.sources.dataset import READER, register
+
+    cfg = load_config(pipeline, overrides)
+    token = register(dataset, image_column=image_column, label_column=label_column, id_column=id_column)
+    source = cfg.source.model_dump() | {"kind": READER, "path": None, "options": {"dataset": token}}
+    return cfg.model_copy(update={"source": type(cfg.source).model_validate(source)})
 
 
 def tune(pipeline: str | Path | None = None, overrides: Overrides = None, *, trials: int | None = None,

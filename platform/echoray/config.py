@@ -9,8 +9,16 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
+from echoray import plugins
 from echoray.echo_plan import EchoPlan
 
 PositiveInt = Annotated[int, Field(ge=1)]
@@ -42,6 +50,13 @@ class RemoteEmulation(Section):
         return self
 
 
+# Built-in names; a section also takes "package.module:attr" (echoray/plugins.py). Append here.
+SOURCE_KINDS: tuple[str, ...] = ("digits", "cifar10", "image_folder", "parquet", "idx", "text")
+MODEL_NAMES: tuple[str, ...] = ("small_cnn", "resnet20", "resnet32", "resnet44", "resnet56", "resnet50",
+                                "transformer_lm")
+AUGMENT_OPS: tuple[str, ...] = ("random_crop", "flip", "cutout", "random_resized_crop")
+
+
 class TokenizerConfig(Section):
     """How text becomes tokens (source.kind: text, data/text/tokenizers.py): `bytes`, the
     256 byte values + end-of-document; `bpe`, a byte-level BPE of vocab_size symbols
@@ -59,8 +74,8 @@ class TokenizerConfig(Section):
 
 
 class SourceConfig(Section):
-    kind: Literal["digits", "cifar10", "image_folder", "parquet", "idx", "text"] = "digits"
-    """Source format: scikit-learn's bundled digits, CIFAR-10 batches, class-per-folder images, Parquet of encoded images and labels, the MNIST family's IDX files (Fashion-MNIST), or text documents (language models)."""
+    kind: str = "digits"
+    """Source format (SOURCE_KINDS, or a reader class \"package.module:Reader\"): scikit-learn's bundled digits, CIFAR-10 batches, class-per-folder images, Parquet of encoded images and labels, the MNIST family's IDX files (Fashion-MNIST), or text documents (language models)."""
     path: str | None = None
     """Training data: a local folder or file, or a URI pyarrow reads (s3://, gs://); required unless kind is digits."""
     eval_path: str | None = None
@@ -106,17 +121,32 @@ class SourceConfig(Section):
     """source.kind text: set, source.path holds Parquet and each row of this column is a document."""
     tokenizer: TokenizerConfig = TokenizerConfig()
     """source.kind text: how documents become tokens."""
+    options: dict[str, Any] = {}
+    """Keyword options for a reader by import path (its index(cfg) reads cfg.options)."""
+
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, v: object) -> str:
+        return plugins.builtin_or_path(v, SOURCE_KINDS)
 
     @model_validator(mode="after")
     def _path_needed(self) -> SourceConfig:
+        if plugins.is_import_path(self.kind):
+            plugins.check_reader_class(self.kind)
+            return self
+        if self.options:
+            raise ValueError("source.options is for a reader by import path (source.kind: 'package.module:Reader')")
         if self.kind != "digits" and not self.path:
             raise ValueError(f"source.path is required for source.kind={self.kind!r}")
         return self
 
 
 class AugmentOp(Section):
-    op: Literal["random_crop", "flip", "cutout", "random_resized_crop"]
-    """The augmentation: random crop with padding, horizontal flip, cutout, or random-resized crop."""
+    """A built-in op (AUGMENT_OPS, with the keys below) or an op class by import path, whose
+    keys in the YAML are its own Params (data/ops.py: kept in `params`, written back flat)."""
+
+    op: str
+    """The augmentation: random_crop (with padding), flip, cutout, random_resized_crop, or an op class \"package.module:Op\"."""
     padding: Annotated[int, Field(ge=0)] = 0
     """Pixels of zero padding before random_crop."""
     size: PositiveInt | None = None
@@ -127,9 +157,41 @@ class AugmentOp(Section):
     """Area fraction range of random_resized_crop."""
     ratio: tuple[float, float] = (3 / 4, 4 / 3)
     """Aspect ratio range of random_resized_crop."""
+    params: dict[str, Any] = {}
+    """An op by import path: its own keys, validated by its Params."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _own_keys(cls, data: Any) -> Any:
+        """An op by import path: every key but `op` is the op's own (into `params`)."""
+        if isinstance(data, dict) and plugins.is_import_path(data.get("op")):
+            rest = {k: v for k, v in data.items() if k not in ("op", "params")}
+            return {"op": data["op"], "params": {**(data.get("params") or {}), **rest}}
+        return data
+
+    @field_validator("op")
+    @classmethod
+    def _op(cls, v: object) -> str:
+        return plugins.builtin_or_path(v, AUGMENT_OPS)
+
+    @model_serializer(mode="wrap")
+    def _flat(self, handler):
+        out = handler(self)
+        if plugins.is_import_path(self.op):
+            return {"op": self.op, **self.params}
+        out.pop("params", None)
+        return out
 
     @model_validator(mode="after")
     def _sizes(self) -> AugmentOp:
+        if plugins.is_import_path(self.op):
+            cls = plugins.check_op_class(self.op, self.params, "op")
+            params = plugins.op_params(cls, self.params, "op", self.op)
+            if params is not None and hasattr(params, "model_dump"):
+                self.__dict__["params"] = params.model_dump(mode="json")  # defaults filled in
+            return self
+        if self.params:
+            raise ValueError(f"params: only an op by import path takes them (op {self.op!r})")
         if self.op in ("cutout", "random_resized_crop") and self.size is None:
             raise ValueError(f"augment op {self.op!r} needs 'size'")
         return self
@@ -184,7 +246,7 @@ class EchoConfig(Section):
     """Echo factor e >= 1 (fractional: floor(e) + Bernoulli(e - floor(e)) copies per item), or auto: e follows the measured R."""
     shuffle_buffer: Annotated[int, Field(ge=0)] = 512
     """Rows in each worker's shuffle buffer that spreads an example's copies."""
-    # Repack batches so echoed copies of one example rarely share a batch (train/batching.py).
+    # Repack batches so echoed copies of one example rarely share a batch (data/batching.py).
     separate_copies: bool = True
     """Repack batches so echoed copies of one example rarely share a batch."""
     max_factor: Annotated[float, Field(ge=1)] = 8.0
@@ -218,9 +280,8 @@ class BatchAugmentationConfig(Section):
 
 
 class ModelConfig(Section):
-    name: Literal["small_cnn", "resnet20", "resnet32", "resnet44", "resnet56", "resnet50",
-                  "transformer_lm"] = "small_cnn"
-    """Network: a small CNN, CIFAR ResNets (20-56 layers), ResNet-50, or a decoder-only Transformer LM (source.kind text)."""
+    name: str = "small_cnn"
+    """Network: small_cnn, CIFAR ResNets (resnet20-56), resnet50, transformer_lm (source.kind text), or a factory \"package.module:factory\"."""
     width: PositiveInt = 32
     """Base channel width of small_cnn; model width of transformer_lm."""
     layers: PositiveInt = 4
@@ -231,6 +292,21 @@ class ModelConfig(Section):
     """Dropout probability before the classifier."""
     ghost_batch_size: PositiveInt | None = None
     """Ghost batch norm: normalise contiguous chunks of this many rows; null: the whole batch."""
+    kwargs: dict[str, Any] = {}
+    """Keyword arguments of a model factory by import path (train/models.py build_model)."""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: object) -> str:
+        return plugins.builtin_or_path(v, MODEL_NAMES)
+
+    @model_validator(mode="after")
+    def _factory(self) -> ModelConfig:
+        if plugins.is_import_path(self.name):
+            plugins.check_model_factory(self.name, self.kwargs)
+        elif self.kwargs:
+            raise ValueError("model.kwargs is for a model factory by import path (model.name: 'package.module:factory')")
+        return self
 
 
 class OptimizerConfig(Section):

@@ -45,7 +45,7 @@ class EchoPlan:
     in_actor_after_augment: bool  # the preprocessing actor augments, then echoes
     actor_factor: float | str  # the factor the actor applies: 1.0 where it does not echo
     per_copy_augment: bool  # each echo copy gets its own augmentation key (echo precedes it)
-    separate_copies: bool  # repack batches so copies of one sample rarely share one (train/batching.py)
+    separate_copies: bool  # repack batches so copies of one sample rarely share one (data/batching.py)
     epochs_by_fresh: bool  # an epoch ends by the count of fresh examples, not of steps
 
     @property

@@ -1,6 +1,6 @@
 import numpy as np
 
-from echoray.train.batching import pack_unique
+from echoray.data.batching import pack_unique
 
 
 def stream(n_items, e, batch, seed=0):

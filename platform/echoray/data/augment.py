@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from echoray.config import AugmentOp
+from echoray.data import ops as ops_custom
 from echoray.data.augment_np import checked_keys
 from echoray.data.op_shapes import crops_full_image, output_size  # noqa: F401 - re-exported
 from echoray.seeds import mix, uniform
@@ -101,4 +102,6 @@ def augment_batch(x: torch.Tensor, keys: np.ndarray, ops: Sequence[AugmentOp], f
             x = cutout(x, keys, i, op.size)
         elif op.op == "random_resized_crop":
             x = random_resized_crop(x, keys, i, op.size, op.scale, op.ratio)
+        else:  # an op by import path (data/ops.py)
+            x = ops_custom.apply_torch(x, keys, i, op)
     return x

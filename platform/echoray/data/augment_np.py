@@ -18,6 +18,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from echoray.config import AugmentOp
+from echoray.data import ops as ops_custom
+from echoray.plugins import is_import_path
 from echoray.seeds import mix, uniform
 
 
@@ -63,8 +65,8 @@ OPS: dict[str, Callable[[np.ndarray, np.ndarray, int, AugmentOp], np.ndarray]] =
 
 
 def handles(ops: Sequence[AugmentOp], first: int = 0) -> bool:
-    """Whether every op from `first` on has a numpy version here."""
-    return all(op.op in OPS for op in ops[first:])
+    """Whether every op from `first` on has a numpy version here (ops by import path do: data/ops.py)."""
+    return all(op.op in OPS or is_import_path(op.op) for op in ops[first:])
 
 
 def checked_keys(keys: np.ndarray, n_images: int) -> np.ndarray:
@@ -80,5 +82,5 @@ def augment_batch(x: np.ndarray, keys: np.ndarray, ops: Sequence[AugmentOp], fir
     keys = checked_keys(keys, x.shape[0])
     for i, op in enumerate(ops):
         if i >= first:
-            x = OPS[op.op](x, keys, i, op)
+            x = OPS[op.op](x, keys, i, op) if op.op in OPS else ops_custom.apply_numpy(x, keys, i, op)
     return np.ascontiguousarray(x)

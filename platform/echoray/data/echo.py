@@ -4,7 +4,7 @@ Non-integer factors: each item is emitted floor(e) + Bernoulli(e - floor(e))
 times, the Bernoulli drawn per item from a key of (seed, epoch, sample_id), so
 the expected count is exactly e and the draw does not depend on how Ray Data
 happened to batch the rows. Copies are emitted next to each other; the
-worker's shuffle buffer and batch packer (train/batching.py) spread them out.
+worker's shuffle buffer and batch packer (data/batching.py) spread them out.
 The Ray Data side runs it inside the preprocessing actor (data/stages.py).
 """
 

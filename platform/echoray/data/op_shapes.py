@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from echoray.config import AugmentOp
+from echoray.plugins import is_import_path
 
 
 def crops_full_image(ops: Sequence[AugmentOp] | None) -> bool:
@@ -22,8 +23,13 @@ def crops_full_image(ops: Sequence[AugmentOp] | None) -> bool:
 
 
 def output_size(image_size: int, ops: Sequence[AugmentOp]) -> int:
-    """Side length after the ops (only random_resized_crop changes it)."""
+    """Side length after the ops (random_resized_crop changes it, and an op by import path
+    through its output_shape: data/ops.py)."""
     for op in ops:
         if op.op == "random_resized_crop":
             image_size = op.size
+        elif is_import_path(op.op) and image_size is not None:
+            from echoray.data.ops import output_side
+
+            image_size = output_side(op, image_size)
     return image_size

@@ -28,7 +28,7 @@ from collections.abc import Callable
 import numpy as np
 
 SEEN, COPIES, COUNTED = 0, 1, 2
-KEY_SHIFT = 40  # (epoch << 40) | sample_id: ids up to 1.1e12, as in train/batching.py
+KEY_SHIFT = 40  # (epoch << 40) | sample_id: ids up to 1.1e12, as in data/batching.py
 
 
 def sample_keys(epoch: np.ndarray, sample_id: np.ndarray) -> np.ndarray:

@@ -29,6 +29,8 @@ import numpy as np
 import torch
 
 from echoray.config import PipelineConfig
+from echoray.data.augment import output_size
+from echoray.data.batching import pack_unique
 from echoray.data.replay import ConsumedLog
 from echoray.echo_plan import EchoPlan
 from echoray.metrics import metric_named
@@ -41,7 +43,6 @@ from echoray.train.batch_augment import (
     view_indices,
     worker_views,
 )
-from echoray.train.batching import pack_unique
 from echoray.train.consumption_echo import ConsumptionEcho, agree_min
 from echoray.train.device import LossMeter, Precision, ToDevice, memory_format
 from echoray.train.early_stream import batch_stream, shuffle_buffer_rows  # noqa: F401 - re-exported
@@ -163,7 +164,8 @@ class WorkerLoop:
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
         cfg, t = self.cfg, self.cfg.train
         torch.manual_seed(derive_seed(cfg.seed, STREAM_MODEL))
-        net = build_model(cfg.model, self.channels, self.num_classes, context=cfg.source.seq_len)
+        side = output_size(self.image_size, cfg.preprocess.augment.ops) if self.image_size else None
+        net = build_model(cfg.model, self.channels, self.num_classes, side, context=cfg.source.seq_len)
         if cfg.model.ghost_batch_size:
             net = use_ghost_batch_norm(net, cfg.model.ghost_batch_size)
         self.fmt = memory_format(t.channels_last)

@@ -1,4 +1,5 @@
-"""Models: a small CNN, CIFAR ResNet-20/32/44/56 (He et al. 2016), torchvision ResNet-50."""
+"""Models: a small CNN, CIFAR ResNet-20/32/44/56 (He et al. 2016), torchvision ResNet-50,
+or a user's factory by import path (build_model)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from echoray.config import ModelConfig
+from echoray.plugins import is_import_path, load_object
 
 
 class SmallCNN(nn.Module):
@@ -76,12 +78,29 @@ class CifarResNet(nn.Module):
         return self.fc(self.dropout(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)))
 
 
-def build_model(cfg: ModelConfig, in_ch: int, num_classes: int, context: int | None = None) -> nn.Module:
-    """num_classes: the vocabulary of a language model; context: its longest input (source.seq_len)."""
+def build_model(cfg: ModelConfig, in_ch: int, num_classes: int, image_size: int | None = None,
+                context: int | None = None) -> nn.Module:
+    """The model `model.name` names: a built-in one, or a user's factory by import path.
+
+    A factory "package.module:factory" is called as
+    factory(num_classes=num_classes, input_shape=(C, H, W), **model.kwargs) and must return
+    a torch.nn.Module taking float N x C x H x W batches (normalised, after augmentation) and
+    returning N x num_classes logits; H = W = the image side after the augmentation ops
+    (None when the source's images have no fixed size). model.width and model.dropout are
+    the built-in models' settings; model.ghost_batch_size applies to any model's batch norms.
+    transformer_lm: num_classes is the vocabulary, context its longest input (source.seq_len).
+    """
     if cfg.name == "transformer_lm":
         from echoray.train.lm import TransformerLM
 
         return TransformerLM(num_classes, context or 1, cfg.width, cfg.layers, cfg.heads, cfg.dropout)
+    if is_import_path(cfg.name):
+        factory = load_object(cfg.name, "model.name")
+        model = factory(num_classes=num_classes, input_shape=(in_ch, image_size, image_size), **cfg.kwargs)
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"model.name {cfg.name!r}: the factory returned {type(model).__name__}, "
+                            "not a torch.nn.Module")
+        return model
     if cfg.name == "small_cnn":
         return SmallCNN(in_ch, num_classes, cfg.width, cfg.dropout)
     if cfg.name.startswith("resnet") and cfg.name != "resnet50":

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 from echoray.config import SourceConfig
 from echoray.data.sources.base import Reader, SourceError, SourceIndex
+from echoray.plugins import is_import_path
 
 
 def index_source(cfg: SourceConfig) -> SourceIndex:
-    if cfg.kind == "digits":
+    if is_import_path(cfg.kind):  # a reader of the user's (custom.py)
+        from echoray.data.sources.custom import index
+    elif cfg.kind == "digits":
         from echoray.data.sources.digits import index
     elif cfg.kind == "cifar10":
         from echoray.data.sources.cifar10 import index
@@ -34,7 +37,9 @@ def index_source(cfg: SourceConfig) -> SourceIndex:
 
 
 def open_reader(idx: SourceIndex) -> Reader:
-    if idx.kind == "digits":
+    if is_import_path(idx.kind):
+        from echoray.data.sources.custom import CheckedReader as cls
+    elif idx.kind == "digits":
         from echoray.data.sources.digits import DigitsReader as cls
     elif idx.kind == "cifar10":
         from echoray.data.sources.cifar10 import CifarReader as cls
