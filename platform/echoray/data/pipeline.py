@@ -48,8 +48,10 @@ def build_train_dataset(cfg: PipelineConfig, idx: SourceIndex, collector=None, f
     if cfg.source.max_rows_ahead:  # a map task emits its rows when it ends: keep tasks small
         block_chunks = min(block_chunks, per_call)
         max_ahead = max(cfg.source.max_rows_ahead, rows_ahead_floor(cfg, block_chunks * cfg.source.chunk_size))
+    # Two one-call blocks per actor first: a map task emits its rows when it ends, so the
+    # first rows reach the workers after one actor call (64 images), not a whole block.
     blocks = read_plan(cfg.seed, cfg.train.max_epochs, n_chunks, first_epoch=first_epoch,
-                       block_chunks=block_chunks)
+                       block_chunks=block_chunks, first_chunks=min(per_call, block_chunks), n_first=2 * a.max_size)
     if not blocks:  # restored after the last epoch: nothing left to read
         blocks = [{"epoch": np.zeros(0, np.int64), "chunk": np.zeros(0, np.int64)}]
     # from_blocks, not from_arrow: from_arrow gets each block's metadata from a 1-CPU Ray
