@@ -94,6 +94,8 @@ def bench_input(cfg: PipelineConfig, seconds: float | None, idx: SourceIndex | N
         "load_avg_1m_end": os.getloadavg()[0],
         "cores": bench_probe.usable_cores(),
         "load_warning": warning,
+        "train_examples": len(idx.train_ids),
+        "marks": [(t - t0, n) for t, n in marks],  # (seconds since iteration began, examples so far) per batch
         "actors": a.max_size,
         "cpus": a.num_cpus * a.max_size,
         "batches": len(marks),
