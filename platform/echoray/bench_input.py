@@ -174,8 +174,6 @@ def print_bench(r: dict[str, Any]) -> None:
     def fmt(v, spec):
         return "n/a" if v is None else format(v, spec)
 
-    if r.get("load_warning"):
-        print(f"[echoray] {r['load_warning']}")
     print(f"[echoray] input pipeline: {fmt(r['examples_per_s'], '.1f')} examples/s (second half after the first "
           f"batch: {fmt(r['delivered_examples_per_s'], '.1f')} delivered, {fmt(r['produced_examples_per_s'], '.1f')} "
           "made by the pool) "

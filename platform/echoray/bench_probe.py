@@ -33,16 +33,37 @@ def busy_machine(load_1m: float | None = None, cores: int | None = None) -> str 
 
 
 def actor_pids() -> list[int]:
-    """Pids of this node's live Ray Data actor-pool workers ([] when the state API fails)."""
+    """Pids of this node's live Ray Data actor-pool workers: from Ray's state API, and
+    among this process's descendants (a local Ray's workers) by their `ray::` title,
+    which also serves when the state API does not answer (its dashboard not up)."""
+    return sorted(set(_state_api_pids()) | set(_descendant_pids()))
+
+
+def _state_api_pids() -> list[int]:
     import ray
     from ray.util.state import list_actors
 
     try:
         node = ray.get_runtime_context().get_node_id()
-        actors = list_actors(filters=[("state", "=", "ALIVE")], limit=10_000, raise_on_missing_output=False)
-    except Exception:  # the dashboard (state API) is not reachable: no CPU figures
+        actors = list_actors(filters=[("state", "=", "ALIVE")], limit=10_000, timeout=5,
+                             raise_on_missing_output=False)
+    except Exception:  # the dashboard (state API) is not reachable
         return []
     return [a.pid for a in actors if MAP_WORKER in (a.class_name or "") and a.pid and a.node_id == node]
+
+
+def _descendant_pids() -> list[int]:
+    import psutil
+
+    out = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            title = " ".join(p.cmdline())
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+        if title.startswith("ray::") and MAP_WORKER in title:
+            out.append(p.pid)
+    return out
 
 
 def cpu_s(pids: list[int]) -> dict[int, float]:
