@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-unit test-integration test-e2e lint bench clean
+.PHONY: run test test-unit test-integration test-e2e lint bench docs clean
 
 # pip (not uv/poetry): torch 2.14.1 / torchvision 0.29.1 resolve from this machine's disk.
 $(STAMP): pyproject.toml
@@ -45,5 +45,10 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/echo.py
 	$(BIN)/python benchmarks/batch_augmentation.py
 
+# The documentation site (mkdocs.yml, docs/): the reference pages are generated from the
+# code by docs/hooks.py; --strict fails on a broken link or a missing page.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 clean:
-	rm -rf runs mlflow.db .pytest_cache
+	rm -rf runs mlflow.db .pytest_cache site

@@ -7,7 +7,7 @@ for the tunnel), from the repository root, with RAY_AUTH_MODE=token and the clus
         --runtime-env jobs/runtime_env.yaml \
         -- python jobs/train.py pipelines/cluster_digits.yaml --set train.storage_path=s3://$BUCKET/runs
 
-(checkpoints in the cluster's bucket: README "Storage on a cluster"; a local folder is
+(checkpoints in the cluster's bucket: docs/how-to/cluster.md, "A cloud cluster"; a local folder is
 refused on a cluster that has or can add nodes).
 
 On one machine, against `ray start --head`:

@@ -1,6 +1,6 @@
 """echoray: data echoing and batch augmentation on Ray.
 
-Python API (see api.py and the README's "Python API"):
+Python API (see api.py and docs/reference/python-api.md):
 
     import echoray
     summary = echoray.train("pipelines/digits.yaml", overrides={"echo.factor": 2})

@@ -29,6 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--out", help="run folder (default runs/<name>-<timestamp>)")
     t.add_argument("--resume", metavar="RUN_DIR",
                    help="continue an interrupted run from its latest checkpoint (same MLflow run)")
+    t.add_argument("--verbose", action="store_true",
+                   help="print Ray's and MLflow's own messages here too (default: RUN_DIR/console.log)")
 
     for name, what in (("tune", "repeated quasi-random search over the pipeline's search.space"),
                        ("study", "the same search for each variant (baseline, echo stages, BA), then the report")):
@@ -101,6 +103,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"echoray: {exc}", file=sys.stderr)
         return EXIT_USAGE
     os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
+    from echoray import console
+
+    console.want_quiet(args.command == "train" and not args.verbose)
+    err = console.stderr  # echoray's own lines reach the terminal while library output is diverted
     from echoray.runtime.monitor import DataError, StallError
     from echoray.runtime.signals import Terminated, sigterm_interrupts
     from echoray.tracking import TrackingError
@@ -110,31 +116,36 @@ def main(argv: list[str] | None = None) -> int:
         with sigterm_interrupts():
             return _dispatch(args, cfg, resume, t0)
     except (ConfigError, SourceError) as exc:
-        print(f"echoray: {exc}", file=sys.stderr)
+        print(f"echoray: {exc}", file=err())
         return EXIT_USAGE
     except (TrackingError, StallError) as exc:
-        print(f"echoray: {exc}", file=sys.stderr)
+        print(f"echoray: {exc}", file=err())
         return EXIT_FAILED
     except DataError as exc:
-        print(f"echoray: bad input data: {exc}", file=sys.stderr)
+        print(f"echoray: bad input data: {exc}", file=err())
         return EXIT_FAILED
     except KeyboardInterrupt as exc:
-        print(f"echoray: interrupted{': ' + str(exc) if str(exc) else ''}", file=sys.stderr)
+        print(f"echoray: interrupted{': ' + str(exc) if str(exc) else ''}", file=err())
         return exc.exit_code if isinstance(exc, Terminated) else EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence
-        if os.environ.get("ECHORAY_DEBUG"):
+        # A crash prints in full: with the libraries' output diverted (console.py) their own
+        # report of it is in the log, so the traceback comes here (ECHORAY_DEBUG: always).
+        if os.environ.get("ECHORAY_DEBUG") or console.log_path() is not None:
             import traceback
 
-            traceback.print_exc()
+            traceback.print_exc(file=err())
         from echoray.failures import describe_failure
 
-        print(f"echoray: run failed: {describe_failure(exc)}", file=sys.stderr)
+        print(f"echoray: run failed: {describe_failure(exc)}", file=err())
+        if console.log_path() is not None and console.log_path().name == console.LOG_NAME:
+            print(f"echoray: Ray's and MLflow's messages: {console.log_path()}", file=err())  # else restore() names it
         return EXIT_FAILED
     finally:
         # Ray is shut down only once no fit thread is blocked in it (runtime/monitor.py
         # FIT_THREAD); entry() leaves without Ray's atexit when one still is.
         if not ray_was_up and not _fit_thread_running(wait_s=10):
             _shutdown_ray()
+        console.restore()
 
 
 def _dispatch(args: argparse.Namespace, cfg, resume, t0: float) -> int:
@@ -178,6 +189,9 @@ def entry(argv: list[str] | None = None) -> None:
     if "echoray.runtime.monitor" in sys.modules and _fit_thread_running(wait_s=0):
         sys.stdout.flush()
         sys.stderr.flush()
+        from echoray import console
+
+        console.stderr().flush()
         os._exit(code)
     sys.exit(code)
 

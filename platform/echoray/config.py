@@ -18,18 +18,22 @@ Fraction = Annotated[float, Field(ge=0.0, le=1.0)]
 
 
 class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, use_attribute_docstrings=True)
 
 
 class RemoteEmulation(Section):
     """Emulates reading over a network: time spent waiting, not computing."""
 
     latency_ms: Annotated[float, Field(ge=0)] = 0.0
+    """Emulated latency per read request in milliseconds (requests in flight overlap up to source.read_concurrency); 0: none."""
     bandwidth_mb_s: Annotated[float, Field(gt=0)] | None = None
+    """Emulated transfer rate in MB/s; null: unlimited."""
     # A store whose latency changes mid-run (benchmarks/echo.py: R falls, auto must follow):
     # latency_ms_after replaces latency_ms once change_after_s have passed since an actor's first read.
     change_after_s: Annotated[float, Field(gt=0)] | None = None
+    """Seconds after an actor's first read at which latency_ms_after replaces latency_ms (given together)."""
     latency_ms_after: Annotated[float, Field(ge=0)] | None = None
+    """The emulated latency once change_after_s have passed (a store that gets faster or slower mid-run)."""
 
     @model_validator(mode="after")
     def _change(self) -> RemoteEmulation:
@@ -38,28 +42,70 @@ class RemoteEmulation(Section):
         return self
 
 
-class SourceConfig(Section):
-    kind: Literal["digits", "cifar10", "image_folder", "parquet"] = "digits"
+class TokenizerConfig(Section):
+    """How text becomes tokens (source.kind: text, data/text/tokenizers.py): `bytes`, the
+    256 byte values + end-of-document; `bpe`, a byte-level BPE of vocab_size symbols
+    trained once on the training split (deterministic), or loaded from `path` (a
+    tokenizer.json an earlier run saved)."""
+
+    kind: Literal["bytes", "bpe"] = "bytes"
+    """bytes: 256 byte values + end of document; bpe: byte-level BPE (Hugging Face tokenizers)."""
+    vocab_size: Annotated[int, Field(ge=260, le=1 << 20)] = 4096
+    """bpe: symbols in the vocabulary."""
     path: str | None = None
+    """bpe: a tokenizer.json to load (an earlier run's) instead of training one."""
+    train_bytes: PositiveInt = 64 << 20
+    """bpe: training reads at most this many bytes of training documents, a seeded sample."""
+
+
+class SourceConfig(Section):
+    kind: Literal["digits", "cifar10", "image_folder", "parquet", "text"] = "digits"
+    """Source format: scikit-learn's bundled digits, CIFAR-10 batches, class-per-folder images, Parquet of encoded images and labels, or text documents (language models)."""
+    path: str | None = None
+    """Training data: a local folder or file, or a URI pyarrow reads (s3://, gs://); required unless kind is digits."""
     eval_path: str | None = None
+    """Held-out data in the same format; null: the CIFAR test batch, or holdout_fraction of the training files."""
     holdout_fraction: Annotated[float, Field(gt=0.0, lt=1.0)] = 0.2
+    """Fraction of the training data held out for evaluation when there is no eval_path."""
     image_size: PositiveInt | None = 16
+    """Side in pixels images are resized to (the evaluation size when random_resized_crop is the first CPU op); null: as stored."""
     chunk_size: PositiveInt = 1
+    """Examples per read-plan chunk: the unit the per-epoch seeded permutation shuffles."""
     limit: PositiveInt | None = None
+    """Use at most this many training examples (short runs, tests); null: all."""
     eval_limit: PositiveInt | None = None
+    """Use at most this many held-out examples; null: all."""
     image_column: str = "image"
+    """Parquet column holding the encoded image bytes."""
     label_column: str = "label"
+    """Parquet column holding the integer label."""
     max_bad_fraction: Fraction = 0.0
+    """Fraction of a split that may be undecodable and skipped (counted in faults.skipped_bad_examples); beyond it the run stops."""
     # Reads in flight per preprocessing actor (files of an image folder): hides an object
     # store's per-request latency (16 x 20 ms requests overlap: benchmarks/input_pipeline.py).
     read_concurrency: PositiveInt = 16
+    """File reads each preprocessing actor keeps in flight (a thread pool), for local paths and object stores alike."""
     # Fresh rows the preprocessing actors may read ahead of what the workers have trained
     # (null: as far as Ray Data's memory budget goes, which on a small dataset is the whole
     # run, read during worker start-up). Set, reading also waits for the worker group to
     # start, so a benchmark of an input-bound run is input-bound from its first step.
     # Raised to what the worker's buffers need (data/pipeline.py rows_ahead_floor).
     max_rows_ahead: PositiveInt | None = None
+    """Fresh rows the actors may read ahead of what the workers trained (and reading waits for the workers); null: Ray Data's memory budget."""
     remote: RemoteEmulation = RemoteEmulation()
+    """Emulated network store for benchmarks (reads sleep; runs say so)."""
+    seq_len: PositiveInt = 128
+    """source.kind text: tokens per packed sequence (each sample holds seq_len + 1)."""
+    range_bytes: Annotated[int, Field(ge=1024)] = 1 << 20
+    """source.kind text: byte size of one read-plan range (files above it are cut after a newline)."""
+    text_suffixes: list[str] = [".txt", ".rst", ".md"]
+    """source.kind text: file name endings that are documents (each also as .gz)."""
+    text_exclude: list[str] = []
+    """source.kind text: glob patterns of paths under source.path to leave out (\"translations/*\")."""
+    text_column: str | None = None
+    """source.kind text: set, source.path holds Parquet and each row of this column is a document."""
+    tokenizer: TokenizerConfig = TokenizerConfig()
+    """source.kind text: how documents become tokens."""
 
     @model_validator(mode="after")
     def _path_needed(self) -> SourceConfig:
@@ -70,11 +116,17 @@ class SourceConfig(Section):
 
 class AugmentOp(Section):
     op: Literal["random_crop", "flip", "cutout", "random_resized_crop"]
+    """The augmentation: random crop with padding, horizontal flip, cutout, or random-resized crop."""
     padding: Annotated[int, Field(ge=0)] = 0
+    """Pixels of zero padding before random_crop."""
     size: PositiveInt | None = None
+    """Output side (random_resized_crop) or square side (cutout); required by those two."""
     p: Fraction = 0.5
+    """Probability of applying flip."""
     scale: tuple[float, float] = (0.08, 1.0)
+    """Area fraction range of random_resized_crop."""
     ratio: tuple[float, float] = (3 / 4, 4 / 3)
+    """Aspect ratio range of random_resized_crop."""
 
     @model_validator(mode="after")
     def _sizes(self) -> AugmentOp:
@@ -85,9 +137,13 @@ class AugmentOp(Section):
 
 class ActorPoolConfig(Section):
     min_size: PositiveInt = 1
+    """Fewest preprocessing actors in Ray Data's pool."""
     max_size: PositiveInt = 1
+    """Most preprocessing actors the pool (and an autoscaler's CPU nodes) may grow to."""
     num_cpus: Annotated[float, Field(gt=0)] = 0.5
+    """CPUs each preprocessing actor reserves."""
     resources: dict[str, float] = {}
+    """Custom Ray resources each actor asks for, e.g. {cpu_node: 0.001} to run on CPU node types (dropped where no node has them)."""
 
     @model_validator(mode="after")
     def _order(self) -> ActorPoolConfig:
@@ -98,28 +154,41 @@ class ActorPoolConfig(Section):
 
 class AugmentConfig(Section):
     ops: list[AugmentOp] = [AugmentOp(op="random_crop", padding=2)]
+    """Per-sample augmentation ops, applied in order, keyed by (seed, epoch, sample_id, echo copy)."""
     # cpu: in the Ray Data actors; worker: on the training device inside the worker.
     on: Literal["cpu", "worker"] = "cpu"
+    """Where the ops run: cpu (in the Ray Data actors) or worker (on the training device, needed for batch augmentation)."""
 
 
 class PreprocessConfig(Section):
     augment: AugmentConfig = AugmentConfig()
+    """The augmentation ops and where they run."""
     # Keep Ray Data's output order fixed, so one seed gives one sequence of batches
     # (and, on CPU, the same losses); echo.factor: auto still follows live timings.
     deterministic: bool = True
+    """Keep Ray Data's output order fixed, so one seed gives one batch sequence (and, on CPU, the same losses)."""
     mean: list[float] | None = None
+    """Per-channel normalisation mean of x/255 on the worker; null: 0.5 per channel."""
     std: list[float] | None = None
+    """Per-channel normalisation standard deviation; null: 0.25 per channel."""
     batch_size: PositiveInt = 128
+    """Rows per Ray Data batch handed to a preprocessing actor call."""
     actors: ActorPoolConfig = ActorPoolConfig()
+    """The preprocessing actor pool."""
 
 
 class EchoConfig(Section):
     stage: Literal["none", "before_augment", "after_augment", "batch"] = "none"
+    """Where data echoing repeats data: none, before or after augmentation (in the preprocessing actor), or whole batches on the worker."""
     factor: float | Literal["auto"] = 1.0
+    """Echo factor e >= 1 (fractional: floor(e) + Bernoulli(e - floor(e)) copies per item), or auto: e follows the measured R."""
     shuffle_buffer: Annotated[int, Field(ge=0)] = 512
+    """Rows in each worker's shuffle buffer that spreads an example's copies."""
     # Repack batches so echoed copies of one example rarely share a batch (train/batching.py).
     separate_copies: bool = True
+    """Repack batches so echoed copies of one example rarely share a batch."""
     max_factor: Annotated[float, Field(ge=1)] = 8.0
+    """Upper bound on e under factor: auto."""
 
     @field_validator("factor")
     @classmethod
@@ -133,82 +202,125 @@ class EchoConfig(Section):
 
 class BatchAugmentationConfig(Section):
     copies: PositiveInt = 1
+    """M: augmented views of every sample per batch (1: off); needs preprocess.augment.on: worker."""
     # local: each worker makes all M views of its B samples (view-major rows).
     # grouped (Hoffer et al. 2020, 4.5): groups of M workers share one batch of B samples
     # and member m makes only view m, so no worker holds two views of one sample.
     mode: Literal["local", "grouped"] = "local"
+    """local: each worker makes all M views of its B samples; grouped: groups of M workers share B samples, member m makes view m."""
     # Accumulate the M views as M forward/backward passes (bounds memory; same gradient
     # as the M*B batch for models without batch norm).
     accumulate: bool = False
+    """Run the M views as M forward/backward passes of B rows (bounds memory; one gradient step)."""
     # Test-time augmentation: also score the held-out split averaged over K views.
     tta_views: Annotated[int, Field(ge=0)] = 0
+    """Test-time augmentation: also score the held-out split averaged over K views (accuracy_tta); 0: off."""
 
 
 class ModelConfig(Section):
-    name: Literal["small_cnn", "resnet20", "resnet32", "resnet44", "resnet56", "resnet50"] = (
-        "small_cnn"
-    )
+    name: Literal["small_cnn", "resnet20", "resnet32", "resnet44", "resnet56", "resnet50",
+                  "transformer_lm"] = "small_cnn"
+    """Network: a small CNN, CIFAR ResNets (20-56 layers), ResNet-50, or a decoder-only Transformer LM (source.kind text)."""
     width: PositiveInt = 32
+    """Base channel width of small_cnn; model width of transformer_lm."""
+    layers: PositiveInt = 4
+    """transformer_lm: Transformer blocks (context = source.seq_len)."""
+    heads: PositiveInt = 4
+    """transformer_lm: attention heads per block."""
     dropout: Fraction = 0.0
+    """Dropout probability before the classifier."""
     ghost_batch_size: PositiveInt | None = None
+    """Ghost batch norm: normalise contiguous chunks of this many rows; null: the whole batch."""
 
 
 class OptimizerConfig(Section):
-    name: Literal["sgd"] = "sgd"
+    name: Literal["sgd", "adamw"] = "sgd"
+    """Optimizer: SGD, or AdamW for language models (momentum is Adam's beta1, weight_decay decoupled)."""
     lr: Annotated[float, Field(gt=0)] = 0.05
+    """Peak learning rate."""
     momentum: Annotated[float, Field(ge=0, lt=1)] = 0.9
+    """SGD momentum."""
+    beta2: Annotated[float, Field(ge=0, lt=1)] = 0.999
+    """adamw: second-moment decay."""
     nesterov: bool = True
+    """Nesterov momentum."""
     weight_decay: Annotated[float, Field(ge=0)] = 5e-4
+    """L2 weight decay."""
 
 
 class ScheduleConfig(Section):
     name: Literal["cosine", "step", "constant"] = "cosine"
+    """Learning-rate schedule after warm-up: cosine over train.max_epochs, step decay at milestones, or constant."""
     warmup_epochs: Annotated[float, Field(ge=0)] = 1.0
+    """Epochs of linear warm-up to optimizer.lr."""
     milestones: list[float] = []
+    """Epochs at which the step schedule multiplies the rate by gamma."""
     gamma: Annotated[float, Field(gt=0, le=1)] = 0.1
+    """The step schedule's factor per milestone."""
 
 
 class TrainConfig(Section):
     batch_size: PositiveInt = 64
+    """B: samples per worker per step."""
     max_epochs: PositiveInt = 20
+    """Budget in epochs of fresh data."""
     max_fresh_examples: PositiveInt | None = None
-    metric: Literal["accuracy"] = "accuracy"
-    target: Fraction | None = 0.97  # null: no target, train until the budget is spent
+    """Budget in fresh examples read; null: max_epochs alone."""
+    metric: Literal["accuracy", "bits_per_byte", "perplexity"] = "accuracy"
+    """Held-out metric the target applies to: accuracy (reach above) or, for language models, bits_per_byte / perplexity (reach below; echoray/metrics.py)."""
+    target: Annotated[float, Field(ge=0)] | None = 0.97
+    """Stop when the held-out metric reaches this (in the metric's direction); null: train until the budget is spent."""
     # Evaluations per epoch of fresh data, at evenly spaced points (steps, or fresh examples
     # under echo.factor: auto): fresh examples and time to target are then observed every
     # 1/k epoch instead of once per epoch. At most the optimizer steps of one epoch at e = 1.
     evals_per_epoch: PositiveInt = 1
+    """Held-out evaluations per epoch of fresh data, evenly spaced (fresh examples to target resolved to 1/k epoch)."""
     stall_timeout_s: Annotated[float, Field(gt=0)] = 180.0
+    """Seconds without progress after which the run fails, naming the resources the cluster lacks."""
     # A Ray Train checkpoint every N epochs (0: none): what worker retries and
     # `echoray train --resume` continue from; at most one per checkpoint_min_interval_s,
     # so sub-second epochs do not wait on Ray Train's report round trip. The last few are kept.
     checkpoint_every: Annotated[int, Field(ge=0)] = 1
+    """A checkpoint every N epochs (0: none): what worker restarts and echoray train --resume continue from."""
     checkpoint_min_interval_s: Annotated[float, Field(ge=0)] = 10.0
+    """At most one checkpoint per this many seconds."""
     checkpoints_to_keep: PositiveInt = 2
+    """Checkpoints kept (all of them with the audit on)."""
     # Mixed precision of the train step (train/device.py): bf16 autocast runs on GPUs and
     # CPUs; fp16 adds a gradient scaler and needs a GPU (refused before start otherwise).
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    """Train-step precision: fp32, bf16 autocast (GPU or CPU), or fp16 with a gradient scaler (GPU only)."""
     channels_last: bool = False  # NHWC weights and inputs (tensor-core convolutions)
+    """NHWC weights and inputs (tensor-core convolutions)."""
     compile: bool = False  # torch.compile the model (see README: where it helps)
+    """Wrap the model in torch.compile."""
     # A progress line (step, examples/s, fresh/trained, echo factor, epoch ETA) and the
     # same figures to MLflow every this many seconds during an epoch (0: epoch lines only).
     log_every_s: Annotated[float, Field(ge=0)] = 10.0
+    """Seconds between progress lines within an epoch (also logged to MLflow); 0: epoch lines only."""
     # Where Ray Train writes checkpoints (a folder per run inside it): a local folder, a
     # shared mount, or an object store URI (s3://bucket/runs). null: the run folder, which
     # serves one node; a cluster needs storage every node reads (see echoray/storage.py).
     storage_path: str | None = None
+    """Where checkpoints go: a local folder, a shared mount or an object store URI; null: the run folder (one node)."""
     # A local storage_path that is shared storage on every node although its mount type
     # does not say so (network mounts such as NFS are recognised without it).
     storage_shared: bool = False
+    """Declare a local storage_path shared by every node although its mount type does not say so."""
 
 
 class ScalingConfig(Section):
     num_workers: PositiveInt = 1
+    """Ray Train workers (data-parallel ranks)."""
     use_gpu: bool | Literal["auto"] = "auto"
+    """Train on GPUs: true, false, or auto (when the cluster has one)."""
     cpus_per_worker: Annotated[float, Field(gt=0)] = 1.0
+    """CPUs each train worker reserves (and torch threads it uses)."""
     resources_per_worker: dict[str, float] = {}
+    """Custom Ray resources each worker asks for, e.g. {gpu_node: 0.001} (dropped where no node has them)."""
     # Restarts of the worker group from the last checkpoint after a worker dies (-1: no limit).
     max_failures: Annotated[int, Field(ge=-1)] = 0
+    """Restarts of the worker group from the last checkpoint after a worker dies (-1: no limit)."""
     # Train in the command's own process (train/in_process.py) instead of a Ray Train worker
     # group, with the same Ray Data stream, accounting and checkpoints: no controller,
     # worker, DatasetManager or SplitCoordinator process to start (default digits run on
@@ -217,15 +329,19 @@ class ScalingConfig(Section):
     # auto: when `echoray train` started its own local Ray (not on a cluster, RAY_ADDRESS);
     # true: also on a cluster (the driver trains); false: always Ray Train.
     in_process: bool | Literal["auto"] = "auto"
+    """Train in the command's own process instead of a Ray Train worker group: auto (when it started its own local Ray), true, false."""
 
 
 class TrackingConfig(Section):
     uri: str | None = None
+    """MLflow tracking URI; null: MLFLOW_TRACKING_URI, else sqlite:///mlflow.db in the current folder."""
     experiment: str = "echoray"
+    """MLflow experiment the runs go to."""
 
 
 class AuditConfig(Section):
     enabled: bool = False
+    """Write audit.parquet: one row per example a train step consumed (epoch, step, worker, sample_id, views, augmentation key)."""
 
 
 class SearchParam(Section):
@@ -236,10 +352,15 @@ class SearchParam(Section):
     """
 
     low: float | None = None
+    """Lower bound of the range (of 1 - value with one_minus)."""
     high: float | None = None
+    """Upper bound of the range."""
     scale: Literal["linear", "log"] = "linear"
+    """Sample the range uniformly (linear) or log-uniformly (log)."""
     choices: list[Any] | None = None
+    """A list of values to choose from instead of a range."""
     one_minus: bool = False
+    """Search 1 - value (e.g. 1 - momentum on a log scale)."""
 
     @model_validator(mode="after")
     def _range_or_choices(self) -> SearchParam:
@@ -260,35 +381,56 @@ class SearchParam(Section):
 
 class SearchConfig(Section):
     trials: PositiveInt = 8
+    """Trials per repeat of the quasi-random search."""
     repeats: PositiveInt = 5
+    """Independent repeats of the whole search (each its own scramble seed)."""
     max_concurrent: PositiveInt = 1
+    """Trials at once, lowered to what the cluster's CPUs fit."""
     sequence: Literal["halton", "sobol"] = "halton"  # scrambled, from scipy.stats.qmc
+    """Scrambled quasi-random sequence from scipy.stats.qmc."""
     space: dict[str, SearchParam] = {}
+    """Searched keys: dotted config key -> range or choices."""
     # A one-CPU-worker trial with scaling.max_failures 0 trains inside its Tune trial actor,
     # which Tune reuses, instead of starting a Ray Train controller and worker group per
     # trial (train/in_process.py: 36 s -> a few s of overhead per digits trial). false:
     # every trial is a Ray Train fit (its checkpoints, its restarts).
     warm_trials: bool = True
+    """Train one-CPU-worker trials inside their reused Tune trial actor instead of a Ray Train fit per trial."""
 
 
 class PipelineConfig(Section):
     name: str = "digits"
+    """Pipeline name: the run folder's prefix and an MLflow param."""
     seed: Annotated[int, Field(ge=0)] = 0
+    """Seed of every random stream (read plan, augmentation, echo draws, model init)."""
     source: SourceConfig = SourceConfig()
+    """Where the data comes from."""
     preprocess: PreprocessConfig = PreprocessConfig()
+    """Decode, normalise and augment in Ray Data's actor pool."""
     echo: EchoConfig = EchoConfig()
+    """Data echoing."""
     batch_augmentation: BatchAugmentationConfig = BatchAugmentationConfig()
+    """Batch augmentation."""
     model: ModelConfig = ModelConfig()
+    """The network."""
     optimizer: OptimizerConfig = OptimizerConfig()
+    """The optimizer."""
     schedule: ScheduleConfig = ScheduleConfig()
+    """The learning-rate schedule."""
     train: TrainConfig = TrainConfig()
+    """Batching, budget, target, evaluation, checkpoints, precision."""
     scaling: ScalingConfig = ScalingConfig()
+    """Workers, GPUs and where training runs."""
     tracking: TrackingConfig = TrackingConfig()
+    """MLflow."""
     audit: AuditConfig = AuditConfig()
+    """Per-example audit log."""
     search: SearchConfig = SearchConfig()
+    """Quasi-random hyperparameter search (echoray tune, study)."""
 
     @model_validator(mode="after")
     def _cross_section(self) -> PipelineConfig:
+        _check_text(self)  # first: it empties a text run's (image) augmentation ops
         m = self.batch_augmentation.copies
         ops_on_cpu = self.preprocess.augment.on == "cpu" and self.preprocess.augment.ops
         if (m > 1 or self.batch_augmentation.tta_views) and ops_on_cpu:
@@ -316,6 +458,33 @@ class PipelineConfig(Section):
             if not _is_leaf_key(self, key.split(".")):
                 raise ValueError(f"search.space.{key}: not a config key (use a dotted path such as optimizer.lr)")
         return self
+
+
+def _check_text(cfg: PipelineConfig) -> None:
+    """Text and image settings do not mix: an LM needs a text source and an LM metric, and
+    text has no input augmentation (unset ops become [], set ones are refused)."""
+    text, lm = cfg.source.kind == "text", cfg.model.name == "transformer_lm"
+    if text != lm:
+        raise ValueError("source.kind: text goes with model.name: transformer_lm (and only with it)")
+    if cfg.train.metric == "accuracy" and cfg.train.target is not None and cfg.train.target > 1:
+        raise ValueError(f"train.target: accuracy is a fraction in [0, 1] (got {cfg.train.target})")
+    if text != (cfg.train.metric != "accuracy"):
+        raise ValueError("train.metric: text runs score bits_per_byte or perplexity, image runs accuracy")
+    if not text:
+        return
+    aug = cfg.preprocess.augment
+    if "ops" not in aug.model_fields_set:
+        aug.ops = []
+    elif aug.ops:
+        raise ValueError("preprocess.augment.ops: text has no input augmentation; set it to [] or leave it out")
+    if cfg.source.limit is not None:
+        raise ValueError("source.limit: a text source is limited by its path (or source.text_exclude), "
+                         "not by a count of sequences")
+    if cfg.source.chunk_size != 1:
+        raise ValueError("source.chunk_size: a text plan's chunk is one read unit (source.range_bytes); "
+                         "leave chunk_size at 1 (preprocess.batch_size counts units per actor call)")
+    if cfg.model.width % cfg.model.heads:
+        raise ValueError(f"model.width ({cfg.model.width}) must be a multiple of model.heads ({cfg.model.heads})")
 
 
 def _is_leaf_key(node: BaseModel, parts: list[str]) -> bool:

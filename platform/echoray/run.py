@@ -26,6 +26,12 @@ from echoray.config import PipelineConfig
 from echoray.config_load import ConfigError, flatten, to_yaml
 from echoray.data.sources import SourceIndex, index_source
 from echoray.data.sources.file_table import publish_index
+from echoray.data.text.run_files import (
+    LM_EPOCH_KEYS,
+    resumed_tokenizer,
+    save_tokenizer,
+    text_summary,
+)
 from echoray.locations import in_ray_job, runs_root
 from echoray.resume import Resume, backfill, find_checkpoint, write_run_state
 from echoray.runtime.collector import RunCollector
@@ -80,9 +86,11 @@ def resolve_gpu(cfg: PipelineConfig) -> bool:
 
 def epoch_line(ev: dict[str, Any]) -> str:
     tta = f" (tta {ev['accuracy_tta']:.4f})" if ev.get("accuracy_tta") is not None else ""
+    score = (f"acc {ev['accuracy']:.4f}{tta}" if ev.get("bits_per_byte") is None  # a language model's:
+             else f"bpb {ev['bits_per_byte']:.4f}  ppl {ev['perplexity']:.2f}")
     return (
         f"epoch {ev['epoch']:>3}  step {ev['step']:>6}  loss {ev['loss']:.4f}  "
-        f"acc {ev['accuracy']:.4f}{tta}  fresh {ev['fresh_examples']:>8}  trained {ev['trained_examples']:>8}  "
+        f"{score}  fresh {ev['fresh_examples']:>8}  trained {ev['trained_examples']:>8}  "
         f"lr {ev['lr']:.4f}  {ev['elapsed_s']:.1f}s"
     )
 
@@ -98,8 +106,9 @@ def epoch_clock(cfg: PipelineConfig, n_train: int) -> EpochClock:
 
 def history_row(ev: dict) -> dict:
     """An epoch event as summary.json's history keeps it."""
-    return {k: ev.get(k) for k in ("epoch", "step", "loss", "accuracy", "accuracy_tta",
-                                   "fresh_examples", "trained_examples", "train_s")}
+    row = {k: ev.get(k) for k in ("epoch", "step", "loss", "accuracy", "accuracy_tta",
+                                  "fresh_examples", "trained_examples", "train_s")}
+    return {**row, **{k: ev[k] for k in LM_EPOCH_KEYS if ev.get(k) is not None}}
 
 
 def write_audit(collector, path: Path, earlier: list | None = None) -> int:
@@ -116,11 +125,13 @@ def write_audit(collector, path: Path, earlier: list | None = None) -> int:
 def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
           resume: Resume | None = None, hooks: RunHooks | None = None) -> dict[str, Any]:
     hooks = hooks or RunHooks()
+    cfg = resumed_tokenizer(cfg, resume.run_dir if resume else None)
     idx: SourceIndex = index_source(cfg.source)
     uri = tracking_uri(cfg)
     check_reachable(uri)
     run_dir = resume.run_dir if resume else new_run_dir(cfg, out)
     storage = resume.storage if resume else checkpoint_location(cfg.train.storage_path, run_dir)
+    quiet = _quiet_console()
     if is_uri(storage) and not resume:  # a missing bucket, bad credentials: before anything starts
         _storage_checked(open_location, storage, "train.storage_path")
 
@@ -147,6 +158,10 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
                     storage=storage, resumes=resume.resumes if resume else None,
                     trainer="in_process" if in_process else "ray_train")
     _say_start(cfg, idx, run_dir, run_id, use_gpu, in_process and not hooks.in_process)
+    if quiet:
+        _say_console_log(run_dir)
+    if (tok := save_tokenizer(idx, run_dir)) is not None and not resume:
+        logger.log_file(tok)
     status = "FAILED"
     collector = None
     try:
@@ -163,7 +178,7 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
         def log_epoch(ev: dict) -> None:
             logger.log_metrics({k: ev.get(k) for k in (
                 "accuracy", "accuracy_tta", "loss", "lr", "fresh_examples", "trained_examples",
-                "duplicate_batch_fraction", "wait_fraction")}, step=ev["epoch"])
+                "duplicate_batch_fraction", "wait_fraction", *LM_EPOCH_KEYS)}, step=ev["epoch"])
 
         def on_event(ev: dict) -> None:  # final: no failure can replay it any more
             history.append(history_row(ev))
@@ -173,7 +188,7 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
 
         if resume:  # epochs before the checkpoint; log those the dead driver had not logged
             history.extend(history_row(ev) for ev in resume.history)
-            backfill(resume, logger.logged_steps("accuracy"), log_epoch)
+            backfill(resume, logger.logged_steps("loss" if idx.kind == "text" else "accuracy"), log_epoch)
 
         factor_points = []
 
@@ -201,6 +216,7 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
             rows = write_audit(collector, run_dir / "audit.parquet", resume.audit if resume else None)
             say(f"audit: {rows} rows -> {run_dir / 'audit.parquet'}")
             logger.log_file(run_dir / "audit.parquet")
+        collected["text"] = text_summary(idx, final)
         summary = _write_summary(cfg, logger, run_dir, pipeline, run_id, uri, t0, final, collected,
                                  history, factor_points, resume)
         status = "FINISHED"
@@ -238,6 +254,26 @@ def _in_process_fit(cfg: PipelineConfig, idx: SourceIndex, collector, storage: s
     store = (CheckpointStore(storage, None if cfg.audit.enabled else cfg.train.checkpoints_to_keep)
              if keeps_checkpoints else None)
     return in_process_fit(cfg, idx, collector, store, resume.checkpoint if resume else None)
+
+
+def _quiet_console() -> bool:
+    """Under `echoray train` without --verbose: the libraries' output to a log file
+    (echoray/console.py), RUN_DIR/console.log once the run folder exists."""
+    from echoray import console
+
+    return console.divert()
+
+
+def _say_console_log(run_dir: Path) -> None:
+    """Name the run's log file once it is in the run folder, with echoray's words for the
+    library warnings the user can act on."""
+    from echoray import console
+
+    log_file = console.settle(run_dir)
+    if log_file is not None:
+        say(f"Ray's and MLflow's messages: {log_file} (--verbose prints them here)")
+        for line in console.advice():
+            say(line)
 
 
 def _say_start(cfg: PipelineConfig, idx: SourceIndex, run_dir: Path, run_id: str, use_gpu: bool,
@@ -362,7 +398,8 @@ def _warm_up(uri: str, experiment: str, box: dict) -> None:
 def print_summary(s: dict[str, Any]) -> None:
     hit = "reached" if s["target_reached"] else "NOT reached"
     m = s["metric"]
-    goal = f"target {m['name']} >= {m['target']}: {hit}" if m["target"] is not None else f"no target set ({m['name']})"
+    sign = "<=" if m.get("direction") == "lower is better" else ">="  # echoray/metrics.py
+    goal = f"target {m['name']} {sign} {m['target']}: {hit}" if m["target"] is not None else f"no target set ({m['name']})"
     lines = [
         f"{goal} (final {m['value']:.4f}, best {s['best_metric']:.4f}; {s['stop_reason']})",
         f"fresh examples {s['fresh_examples']}, trained {s['trained_examples']} "
@@ -373,6 +410,10 @@ def print_summary(s: dict[str, Any]) -> None:
             f"to target: {s['fresh_examples_to_target']} fresh examples, {s['steps_to_target']} steps, "
             f"{s['time_to_target_s']:.1f} s"
         )
+    if (t := s.get("text")) is not None:
+        rate = f", {t['trained_tokens'] / s['train_loop_s']:,.0f} trained tokens/s" if s.get("train_loop_s") else ""
+        lines.append(f"text: {t['fresh_tokens']:,} fresh tokens of {t['train']['sequences'] * t['seq_len']:,} per "
+                     f"epoch ({t['tokenizer']} tokenizer, vocab {t['vocab_size']}, seq_len {t['seq_len']}){rate}")
     ft = s["time_to_first_step_s"]
     lines.append(f"wall {s['wall_s']:.1f} s" + (f", first step at {ft:.1f} s" if ft else ""))
     if s["measured_R"]:
@@ -424,7 +465,7 @@ def where_lines(s: dict[str, Any], in_job: bool, host: str, mlflow_cmd: str = "m
              f"{s.get('mlflow_artifact_uri') or 'see the run'}"]
     if uri.startswith(("http://", "https://")):
         lines.append(f"MLflow UI: {run_url(s)}  (from outside the cluster: forward that port with ssh -L, "
-                     "README \"Run on a cluster\", MLflow UI)")
+                     "docs/how-to/cluster.md, \"MLflow UI\")")
     elif uri.startswith("sqlite:"):
         lines.append(f"MLflow store {uri} on {host}; the UI, there: {mlflow_cmd} ui --backend-store-uri {uri} "
                      "(a cluster's head exports MLFLOW_TRACKING_URI of its tracking server instead)")

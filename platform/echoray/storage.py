@@ -6,7 +6,7 @@ AWS_SECRET_ACCESS_KEY, AWS_ENDPOINT_URL / AWS_ENDPOINT_URL_S3, AWS_REGION, or an
 profile on AWS). pyarrow's S3 filesystem reads AWS_ENDPOINT_URL(_S3) itself (checked with
 pyarrow 25 against a local S3 server), so the same run works on AWS, MinIO or the tests'
 server. Ray's processes need the same variables: a local Ray inherits the driver's
-environment; for `ray job submit` pass them in the job's runtime env (README, "Storage").
+environment; for `ray job submit` pass them in the job's runtime env (docs/how-to/object-storage.md).
 
 This module turns an unusable location into one line naming the config key and the URI
 (a missing bucket, denied credentials, an unreachable endpoint) before anything starts.

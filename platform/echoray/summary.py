@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from echoray.config import PipelineConfig
+from echoray.metrics import metric_named
 
 
 def build_summary(
@@ -53,8 +54,9 @@ def build_summary(
             {"latency_ms": remote.latency_ms, "bandwidth_mb_s": remote.bandwidth_mb_s,
              "note": "emulated remote store: reads sleep for latency and transfer time"}
             if remote.latency_ms or remote.bandwidth_mb_s else None),
-        "metric": {"name": cfg.train.metric, "value": final["last_accuracy"], "target": cfg.train.target},
-        "best_metric": final["best_accuracy"],
+        "metric": {"name": cfg.train.metric, "value": final.get("last_metric", final["last_accuracy"]),
+                   "target": cfg.train.target, "direction": metric_named(cfg.train.metric).direction},
+        "best_metric": final.get("best_metric", final["best_accuracy"]),
         "stop_reason": final["stop_reason"],
         "target_reached": hit is not None,
         "fresh_examples_to_target": hit["fresh_examples"] if hit else None,
@@ -73,6 +75,7 @@ def build_summary(
         "measured_R": collected.get("measured_R"),
         "device": final.get("device"),
         "peak_device_bytes": final.get("peak_device_bytes"),  # rank 0's GPU memory peak (None on CPU)
+        **({"text": collected["text"]} if collected.get("text") else {}),  # data/text/run_files.py
     }
 
 

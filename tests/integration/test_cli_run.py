@@ -1,5 +1,6 @@
 """The newcomer's contract through the real console script: `echoray train` with the
-embedded default reaches the digits target; a plan that cannot fit exits 2."""
+embedded default reaches the digits target and prints only echoray's lines (the libraries'
+go to RUN_DIR/console.log); a plan that cannot fit exits 2."""
 
 import json
 import shutil
@@ -23,6 +24,13 @@ def test_default_pipeline_reaches_target_through_the_cli(tmp_path):
     assert summary["target_reached"] is True and summary["metric"]["value"] >= 0.97
     assert summary["pipeline"] == "embedded:digits"
     assert "epoch   1" in out.stdout and "mlflow ui --backend-store-uri" in out.stdout
+    # A quiet console: echoray's lines only; Ray's, MLflow's and Ray Data's go to the run's log.
+    lines = [ln for ln in (out.stdout + out.stderr).splitlines() if ln.strip()]
+    assert lines and all(ln.startswith("[echoray] ") for ln in lines), "\n".join(
+        ln for ln in lines if not ln.startswith("[echoray] "))
+    log = tmp_path / "run" / "console.log"
+    assert f"[echoray] Ray's and MLflow's messages: {Path('run') / 'console.log'}" in out.stdout
+    assert "Creating initial MLflow database tables" in log.read_text()
     assert summary["mlflow_tracking_uri"] == f"sqlite:///{tmp_path / 'mlflow.db'}"
     run = MlflowClient(summary["mlflow_tracking_uri"]).get_run(summary["mlflow_run_id"])
     assert run.info.status == "FINISHED" and run.data.params["name"] == "digits"

@@ -9,7 +9,7 @@ def test_digits_yaml_is_the_embedded_default(repo):
 
 
 @pytest.mark.parametrize("name", ["digits", "cifar10_resnet32", "cifar10_resnet44_ba", "imagenet_resnet50",
-                                  "cluster_digits", "digits_search"])
+                                  "cluster_digits", "digits_search", "lm_linux_doc", "lm_gpu"])
 def test_every_declared_pipeline_validates(repo, name):
     cfg = load_config(repo / "pipelines" / f"{name}.yaml")
     assert cfg.name == name
@@ -18,7 +18,7 @@ def test_every_declared_pipeline_validates(repo, name):
 def test_all_pipeline_files_are_covered(repo):
     names = sorted(p.stem for p in (repo / "pipelines").glob("*.yaml"))
     assert names == ["cifar10_resnet32", "cifar10_resnet44_ba", "cluster_digits", "digits", "digits_search",
-                     "imagenet_resnet50"]
+                     "imagenet_resnet50", "lm_gpu", "lm_linux_doc"]
 
 
 def test_overrides_parse_values_as_yaml():

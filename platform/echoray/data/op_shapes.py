@@ -4,8 +4,8 @@ data/stages.py needs `crops_full_image` at import time, and Ray unpickles the
 preprocessing class in processes that never augment (Ray Train's controller, its
 DatasetManager, Ray Data's SplitCoordinator). With these helpers in augment.py,
 importing stages.py pulled in torch: 1.2 s of a 1.4 s import, paid three times
-in a row before a run's first step (Ray timeline of `echoray train`, README
-"Start-up timeline").
+in a row before a run's first step (Ray timeline of `echoray train`,
+docs/benchmarks/startup.md).
 """
 
 from __future__ import annotations

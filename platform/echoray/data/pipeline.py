@@ -14,7 +14,7 @@ import ray.data
 from ray.data import ActorPoolStrategy
 
 from echoray.config import PipelineConfig
-from echoray.data.plan import num_chunks, read_plan
+from echoray.data.plan import num_chunks, plan_chunks, read_plan  # noqa: F401 - num_chunks re-exported
 from echoray.data.preprocess_args import preprocess_args
 from echoray.data.sources import SourceIndex
 from echoray.data.stages import Preprocess
@@ -39,7 +39,7 @@ def rows_ahead_floor(cfg: PipelineConfig, block_rows: int) -> int:
 def build_train_dataset(cfg: PipelineConfig, idx: SourceIndex, collector=None, first_epoch: int = 0,
                         consumed: dict[int, np.ndarray] | None = None) -> ray.data.Dataset:
     """The stream of plan epochs first_epoch.. without the `consumed` rows (a restored run)."""
-    n_chunks = num_chunks(len(idx.train_ids), cfg.source.chunk_size)
+    n_chunks = plan_chunks(idx, cfg.source.chunk_size)
     a = cfg.preprocess.actors
     planned = n_chunks * max(0, cfg.train.max_epochs - first_epoch)
     block_chunks = plan_block_chunks(planned, a.max_size)

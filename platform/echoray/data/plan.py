@@ -26,6 +26,14 @@ def num_chunks(num_samples: int, chunk_size: int) -> int:
     return -(-num_samples // chunk_size)
 
 
+def plan_chunks(idx, chunk_size: int) -> int:
+    """Chunks in one epoch of the plan: a text source's chunk is one read unit of its
+    training split (data/text/source.py), every other source's chunk_size training ids."""
+    if idx.kind == "text":
+        return len(idx.details["train_units"])
+    return num_chunks(len(idx.train_ids), chunk_size)
+
+
 def chunk_ids(train_ids: np.ndarray, chunk: np.ndarray, chunk_size: int) -> list[np.ndarray]:
     """The training ids each chunk index covers (the last chunk may be short)."""
     return [train_ids[c * chunk_size : (c + 1) * chunk_size] for c in np.asarray(chunk)]

@@ -97,6 +97,8 @@ class Preprocess:
         self.actor = f"{os.uname().nodename}:{os.getpid()}"
 
     def read(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if self.idx.kind == "text":
+            return self.read_text(batch)
         parts = self.chunks.ids(batch["epoch"], batch["chunk"])
         ids = np.concatenate(parts) if parts else np.zeros(0, np.int64)
         epochs = np.repeat(batch["epoch"], [len(p) for p in parts]).astype(np.int64)
@@ -117,6 +119,18 @@ class Preprocess:
             "echo_copy": np.zeros(int(got.kept.sum()), dtype=np.int64),
             "echo_copies": np.ones(int(got.kept.sum()), dtype=np.int64),  # set by the echo, if any
         }
+
+    def read_text(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Text (data/text/source.py): each (epoch, unit) plan row becomes its packed sequences;
+        a store request per piece of the unit."""
+        before = self.reader.bytes_read
+        rows = self.reader.read_units("train", batch["epoch"], batch["chunk"])
+        wait = emulated_network_wait(self._remote_now(), self.reader.pieces_of("train", batch["chunk"]),
+                                     self.reader.bytes_read - before, self.idx.read_concurrency)
+        if wait > 0:
+            time.sleep(wait)
+        n = len(rows["sample_id"])
+        return {**rows, "echo_copy": np.zeros(n, dtype=np.int64), "echo_copies": np.ones(n, dtype=np.int64)}
 
     def _remote_now(self) -> RemoteEmulation:
         """The emulated store as it is now (its latency may change mid-run)."""
@@ -155,7 +169,7 @@ class Preprocess:
 
     def augment(self, rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         keys = augment_keys(self.seed, rows, per_copy=self.echo_before)
-        if self.ops is not None:
+        if self.ops is not None and "image" in rows:  # text rows have no image (and no augmentation)
             images = rows["image"]
             if images.dtype == object:  # full decodes: each echo copy cuts its own crop
                 from echoray.data.full_crop import crop_each

@@ -70,7 +70,7 @@ def worker_views(seed: int, batch: dict[str, np.ndarray], images: torch.Tensor, 
         aug_key = to_int63(keys)
     else:
         aug_key = np.asarray(batch["aug_key"])
-    labels = labels.repeat(k) if k > 1 else labels
+    labels = labels.repeat(k, *([1] * (labels.dim() - 1))) if k > 1 else labels  # LM targets are 2-D
     n = len(batch["sample_id"])
     rows = {"epoch": np.tile(batch["epoch"], k), "sample_id": np.tile(batch["sample_id"], k),
             "echo_copy": np.tile(batch["echo_copy"], k), "ba_view": np.repeat(np.asarray(views), n)}
@@ -94,10 +94,12 @@ def eval_view_keys(seed: int, eval_ids: np.ndarray, views: int) -> np.ndarray:
 
 
 def backward_views(model: torch.nn.Module, inputs: torch.Tensor, labels: torch.Tensor, views: int,
-                   accumulate: bool, backward=torch.Tensor.backward) -> torch.Tensor:
+                   accumulate: bool, backward=torch.Tensor.backward,
+                   loss_fn=torch.nn.functional.cross_entropy) -> torch.Tensor:
     """Forward/backward over views*B view-major rows; returns the mean loss as a device
     tensor (a float() here would make the host wait for the GPU every step).
     backward(loss): how to backpropagate (fp16 scales the loss first, train/device.py).
+    loss_fn(outputs, labels): the mean loss (a language model's: train/lm.py lm_loss).
 
     accumulate: `views` passes over the B rows of one view each, each loss scaled by
     1/views, so the summed gradient equals the whole batch's (exactly, for models
@@ -106,7 +108,7 @@ def backward_views(model: torch.nn.Module, inputs: torch.Tensor, labels: torch.T
     step, not once per view.
     """
     if not (accumulate and views > 1):
-        loss = torch.nn.functional.cross_entropy(model(inputs), labels)
+        loss = loss_fn(model(inputs), labels)
         backward(loss)
         return loss.detach()
     n = len(labels) // views
@@ -116,7 +118,7 @@ def backward_views(model: torch.nn.Module, inputs: torch.Tensor, labels: torch.T
         sync = contextlib.nullcontext() if last or not hasattr(model, "no_sync") else model.no_sync()
         with sync:
             rows = slice(v * n, (v + 1) * n)
-            loss_v = torch.nn.functional.cross_entropy(model(inputs[rows]), labels[rows]) / views
+            loss_v = loss_fn(model(inputs[rows]), labels[rows]) / views
             backward(loss_v)
         total += loss_v.detach().float()
     return total

@@ -2,7 +2,7 @@
 
 The first batch of a run waits for Ray Data to start its coordinator and its
 preprocessing actor, each a new process (the actor imports torch): 4-5 s on 2 cores
-(Ray timeline of `echoray train`, README "Start-up timeline"). Asking for it in a
+(Ray timeline of `echoray train`, docs/benchmarks/startup.md). Asking for it in a
 thread as soon as the worker has its shard overlaps that with what the worker does
 meanwhile: importing torch and the loop, building the model and the held-out set.
 This module stays import-light (no torch) for that reason.

@@ -89,8 +89,10 @@ def make_groups(world: int, copies: int) -> list:
 
 
 def broadcast_batches(source: Iterable[dict] | None, pg, leader: int, shape: tuple[int, ...],
-                      batch_size: int) -> Iterator[dict[str, np.ndarray]]:
-    """The leader sends each batch of `source`; the others receive identical batches."""
+                      batch_size: int, field: str = "image", dtype=torch.uint8,
+                      int_fields: tuple[str, ...] = INT_FIELDS) -> Iterator[dict[str, np.ndarray]]:
+    """The leader sends each batch of `source`; the others receive identical batches
+    (`field`: the sample array, `shape` per row; a language model's is "tokens", int32)."""
     it = iter(source) if source is not None else None
     while True:
         flag = torch.zeros(1, dtype=torch.int64)
@@ -101,11 +103,11 @@ def broadcast_batches(source: Iterable[dict] | None, pg, leader: int, shape: tup
         dist.broadcast(flag, src=leader, group=pg)
         if not flag.item():
             return
-        ints = torch.empty((len(INT_FIELDS), batch_size), dtype=torch.int64)
-        images = torch.empty((batch_size, *shape), dtype=torch.uint8)
+        ints = torch.empty((len(int_fields), batch_size), dtype=torch.int64)
+        images = torch.empty((batch_size, *shape), dtype=dtype)
         if batch is not None:
-            ints = torch.from_numpy(np.stack([np.asarray(batch[f], dtype=np.int64) for f in INT_FIELDS]))
-            images = torch.from_numpy(np.ascontiguousarray(batch["image"]))
+            ints = torch.from_numpy(np.stack([np.asarray(batch[f], dtype=np.int64) for f in int_fields]))
+            images = torch.from_numpy(np.ascontiguousarray(batch[field])).to(dtype)
         dist.broadcast(ints, src=leader, group=pg)
         dist.broadcast(images, src=leader, group=pg)
-        yield {**{f: ints[i].numpy() for i, f in enumerate(INT_FIELDS)}, "image": images.numpy()}
+        yield {**{f: ints[i].numpy() for i, f in enumerate(int_fields)}, field: images.numpy()}

@@ -12,7 +12,7 @@ pool starts per trial.
 (`scaling.in_process: auto`, the default): on this 2-core machine the default digits run
 reached its first step 10.8 s after the command started instead of 22.0 s, and the
 command ended after 17.9 s instead of 29.5 s (medians of 3, benchmarks/startup.py
---trainers auto false, README "What make run does").
+--trainers auto false, docs/benchmarks/startup.md).
 
 The same WorkerLoop runs, on the same Ray Data stream (data/pipeline.py), reporting
 to the same RunCollector through a CollectorLink: seeds, fresh-example accounting,
@@ -79,10 +79,9 @@ def _settle_stream(timeout_s: float = 5.0) -> None:
 def _train(cfg: PipelineConfig, idx: SourceIndex, collector, store, ckpt) -> None:
     import torch
 
-    from echoray.data.op_shapes import output_size
     from echoray.train.checkpoint import read_replay
-    from echoray.train.evaluate import EvalSet
     from echoray.train.faults import Checkpointer, restore_loop
+    from echoray.train.lm_eval import make_evaluator
     from echoray.train.loop import WorkerEnv, WorkerLoop
     from echoray.train.worker_link import Collectives, CollectorLink
 
@@ -90,9 +89,7 @@ def _train(cfg: PipelineConfig, idx: SourceIndex, collector, store, ckpt) -> Non
     # same arithmetic, and the preprocessing actor keeps the CPU the plan gives it.
     torch.set_num_threads(max(1, int(cfg.scaling.cpus_per_worker)))
     link = CollectorLink(collector)
-    ba = cfg.batch_augmentation
-    evaluator = EvalSet(idx, 0, 1, output_size(idx.image_size, cfg.preprocess.augment.ops),
-                        tta=(cfg.seed, ba.tta_views, cfg.preprocess.augment.ops) if ba.tta_views else None)
+    evaluator = make_evaluator(cfg, idx, 0, 1)
     env = WorkerEnv(0, 1, "cpu", link, Collectives.single(), lambda model: model, evaluator)
     loop = WorkerLoop(cfg, env, n_train=len(idx.train_ids), channels=idx.channels,
                       num_classes=idx.num_classes, image_size=idx.image_size)

@@ -13,9 +13,7 @@ import numpy as np
 import torch
 
 from echoray.config import PipelineConfig
-from echoray.data.augment import output_size
-from echoray.data.pipeline import num_chunks
-from echoray.data.plan import read_plan
+from echoray.data.plan import plan_chunks, read_plan
 from echoray.data.preprocess_args import preprocess_args
 from echoray.data.sources import SourceIndex
 from echoray.data.stages import Preprocess
@@ -61,7 +59,7 @@ def preprocessed_blocks(cfg: PipelineConfig, idx: SourceIndex, first_epoch: int 
     """The rows the Ray Data stage would emit, block by block, in read-plan order."""
     stage = Preprocess(preprocess_args(cfg, idx, consumed=consumed))
     per_call = max(1, cfg.preprocess.batch_size // cfg.source.chunk_size)
-    for plan in read_plan(cfg.seed, cfg.train.max_epochs, num_chunks(len(idx.train_ids), cfg.source.chunk_size),
+    for plan in read_plan(cfg.seed, cfg.train.max_epochs, plan_chunks(idx, cfg.source.chunk_size),
                           first_epoch=first_epoch):
         for start in range(0, len(plan["chunk"]), per_call):
             yield from stage({k: v[start : start + per_call] for k, v in plan.items()})
@@ -92,12 +90,12 @@ def local_loop(cfg: PipelineConfig, idx: SourceIndex, collector: LocalCollector 
                comm: Collectives | None = None, rank: int = 0, world: int = 1, evaluator=None,
                checkpointer=None, device: str = "cpu"):
     """A set-up WorkerLoop in this process (the model is moved to `device`, no DDP)."""
-    from echoray.train.evaluate import EvalSet
+    from echoray.train.lm_eval import make_evaluator
     from echoray.train.loop import WorkerEnv, WorkerLoop
 
     dev = torch.device(device)
     if evaluator is None:
-        evaluator = EvalSet(idx, rank, world, output_size(idx.image_size, cfg.preprocess.augment.ops))
+        evaluator = make_evaluator(cfg, idx, rank, world)
     env = WorkerEnv(rank, world, dev, LocalLink(collector or LocalCollector()), comm or Collectives.single(),
                     lambda m: m.to(dev), evaluator, checkpointer)
     loop = WorkerLoop(cfg, env, n_train=len(idx.train_ids), channels=idx.channels, num_classes=idx.num_classes,

@@ -29,9 +29,9 @@ import numpy as np
 import torch
 
 from echoray.config import PipelineConfig
-from echoray.data.augment import output_size
 from echoray.data.replay import ConsumedLog
 from echoray.echo_plan import EchoPlan
+from echoray.metrics import metric_named
 from echoray.seeds import STREAM_MODEL, STREAM_SAMPLER, derive_seed
 from echoray.train.accounting import AuditBuffer
 from echoray.train.batch_augment import (
@@ -93,6 +93,16 @@ def has_duplicates(batch: dict[str, np.ndarray]) -> bool:
     return len(np.unique(pairs)) < len(pairs)
 
 
+def held_out_scores(scored, tta_views: int) -> tuple[dict[str, float], float | None]:
+    """An evaluator's result as ({metric name: value}, test-time-augmentation accuracy): a
+    language model's dict (train/lm_eval.py) as it is, an image one's (correct, total,
+    tta_correct) as accuracy."""
+    if isinstance(scored, dict):
+        return dict(scored), None
+    correct, total, tta_correct = scored
+    return {"accuracy": correct / total}, (tta_correct / total if tta_views else None)
+
+
 @dataclass
 class WorkerEnv:
     """What the loop needs from its surroundings: Ray supplies it in run_worker; tests and
@@ -115,6 +125,8 @@ class WorkerLoop:
         self.image_size = image_size  # of the images in a batch (grouped mode broadcasts them)
         self.rank, self.world, self.device = env.rank, env.world, torch.device(env.device)
         self.n_train, self.channels, self.num_classes = n_train, channels, num_classes
+        self.metric = metric_named(cfg.train.metric)
+        self.text = cfg.source.kind == "text"  # samples are token rows (train/lm.py), not images
         ba = cfg.batch_augmentation
         self.copies = ba.copies
         self.grouped = ba.mode == "grouped"
@@ -151,7 +163,7 @@ class WorkerLoop:
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
         cfg, t = self.cfg, self.cfg.train
         torch.manual_seed(derive_seed(cfg.seed, STREAM_MODEL))
-        net = build_model(cfg.model, self.channels, self.num_classes)
+        net = build_model(cfg.model, self.channels, self.num_classes, context=cfg.source.seq_len)
         if cfg.model.ghost_batch_size:
             net = use_ghost_batch_norm(net, cfg.model.ghost_batch_size)
         self.fmt = memory_format(t.channels_last)
@@ -204,6 +216,13 @@ class WorkerLoop:
             from echoray.train.groups import broadcast_batches, make_groups
 
             pg = make_groups(self.world, self.copies)[self.group]
+            if self.text:  # token rows, no labels (train/lm.py)
+                from echoray.train.groups import INT_FIELDS
+
+                batches = broadcast_batches(batches, pg, self.layout.leader, (cfg.source.seq_len + 1,),
+                                            cfg.train.batch_size, field="tokens", dtype=torch.int32,
+                                            int_fields=tuple(f for f in INT_FIELDS if f != "label"))
+                return batches
             shape = (self.image_size, self.image_size, self.channels)
             batches = broadcast_batches(batches, pg, self.layout.leader, shape, cfg.train.batch_size)
         return batches
@@ -262,7 +281,17 @@ class WorkerLoop:
     def make_inputs(self, batch: dict[str, np.ndarray]):
         """(normalised inputs, labels, augmentation keys, audit rows) on the device. Batch
         augmentation lives here: view-major rows, all M views per sample in `local` mode,
-        the member's one view in `grouped` mode (M = 1: plain worker-side augmentation)."""
+        the member's one view in `grouped` mode (M = 1: plain worker-side augmentation).
+        Text: inputs are token ids, labels the next tokens; views are identical copies
+        that only dropout tells apart (the BA paper's intermediate augmentation)."""
+        if self.text:
+            from echoray.train.lm import split_tokens
+
+            inputs, targets = split_tokens(self.to_device("tokens", np.asarray(batch["tokens"], dtype=np.int32)))
+            inputs, targets, aug_key, rows = worker_views(
+                self.cfg.seed, batch, inputs, targets, per_copy=False, views=self.views, ops=[],
+                on_worker=True)
+            return inputs, targets, aug_key, rows
         images = self.to_device("image", batch["image"])
         labels = self.to_device("label", np.asarray(batch["label"], dtype=np.int64))
         images, labels, aug_key, rows = worker_views(
@@ -278,9 +307,16 @@ class WorkerLoop:
         self.opt.zero_grad(set_to_none=True)
         with self.precision.autocast():
             loss = backward_views(self.model, inputs, labels, len(self.views), cfg.batch_augmentation.accumulate,
-                                  backward=self.precision.backward)
+                                  backward=self.precision.backward, **self.loss_fn())
         self.precision.step(self.opt)
         self.loss.add(loss)
+
+    def loss_fn(self) -> dict:
+        if not self.text:
+            return {}
+        from echoray.train.lm import lm_loss
+
+        return {"loss_fn": lm_loss}
 
     def record_audit(self, rows: dict[str, np.ndarray], aug_key, rep: int, reps: int) -> None:
         if not self.audit.enabled:  # building the rows costs views per step: only when asked
@@ -324,18 +360,20 @@ class WorkerLoop:
         s.eval_step = s.counters.steps
         t_eval = time.perf_counter()
         with self.precision.autocast():
-            correct, total, tta_correct = self.env.evaluator.evaluate(self.model, self.normalize,
-                                                                      cfg.train.batch_size)
+            scored = self.env.evaluator.evaluate(self.model, self.normalize, cfg.train.batch_size)
         s.eval_s += time.perf_counter() - t_eval
         fresh_all, trained_all, samples_all, dups, nb = self.global_counts()
-        acc = correct / total
-        s.acc, s.best = acc, max(s.best, acc)
+        scores, tta = held_out_scores(scored, cfg.batch_augmentation.tta_views)
+        value = scores[self.metric.name]
+        s.acc, s.best = value, self.metric.better(s.best if s.epoch > 1 else self.metric.worst, value)
         c = s.counters
         record = {
-            "epoch": s.epoch, "data_epochs": s.epoch / self.evals_per_epoch, "step": c.steps, "accuracy": acc,
+            "epoch": s.epoch, "data_epochs": s.epoch / self.evals_per_epoch, "step": c.steps, **scores,
+            "metric": value,
             "loss": self.loss.take_mean(), "lr": self.opt.param_groups[0]["lr"],
-            "accuracy_tta": tta_correct / total if cfg.batch_augmentation.tta_views else None,
+            "accuracy_tta": tta,
             "fresh_examples": fresh_all, "trained_examples": trained_all, "trained_samples": samples_all,
+            **({"fresh_tokens": fresh_all * cfg.source.seq_len} if self.text else {}),  # predicted tokens
             "duplicate_batch_fraction": dups / max(nb, 1),
             "elapsed_s": time.time() - self.t_start, "time": time.time(),
             "train_s": self.train_s(),
@@ -345,7 +383,7 @@ class WorkerLoop:
             raise FloatingPointError(f"training diverged: mean loss {record['loss']} in epoch {s.epoch} "
                                      f"(optimizer.lr={cfg.optimizer.lr}); lower optimizer.lr")
         stop = True
-        if cfg.train.target is not None and acc >= cfg.train.target:
+        if self.metric.reached(value, cfg.train.target):
             s.to_target, s.reason = record, "target reached"
         elif cfg.train.max_fresh_examples and fresh_all >= cfg.train.max_fresh_examples:
             s.reason = "max_fresh_examples reached"
@@ -391,7 +429,9 @@ class WorkerLoop:
                 "epochs": s.epoch, "data_epochs": s.epoch / self.evals_per_epoch, "steps": c.steps,
                 "fresh_examples": fresh_all,
                 "trained_examples": trained_all, "trained_samples": samples_all,
-                "best_accuracy": s.best, "last_accuracy": s.acc,
+                "best_accuracy": s.best if self.metric.name == "accuracy" else None,
+                "last_accuracy": s.acc if self.metric.name == "accuracy" else None,
+                "best_metric": s.best, "last_metric": s.acc,
                 "to_target": s.to_target, "stop_reason": s.reason, "world_size": self.world,
                 "wait_s": c.wait_s, "step_s": c.step_s, "device": str(self.device),
                 "duplicate_batch_fraction": dups / max(nb, 1), "loop_s": loop_s,
@@ -417,8 +457,8 @@ def run_worker(config: dict, started=None) -> None:
     import ray.train.torch
 
     from echoray.train import checkpoint
-    from echoray.train.evaluate import EvalSet
     from echoray.train.faults import Checkpointer, restore_loop
+    from echoray.train.lm_eval import make_evaluator
     from echoray.train.worker_link import CollectorLink
 
     checkpoint.quiet_report_log()
@@ -430,9 +470,7 @@ def run_worker(config: dict, started=None) -> None:
         return  # a worker group restarted after the driver gave up: end the fit at once
     ctx = ray.train.get_context()
     rank, world = ctx.get_world_rank(), ctx.get_world_size()
-    ba = cfg.batch_augmentation
-    evaluator = EvalSet(idx, rank, world, output_size(idx.image_size, cfg.preprocess.augment.ops),
-                        tta=(cfg.seed, ba.tta_views, cfg.preprocess.augment.ops) if ba.tta_views else None)
+    evaluator = make_evaluator(cfg, idx, rank, world)
     env = WorkerEnv(rank, world, ray.train.torch.get_device(), link, Collectives.torch_distributed(),
                     ray.train.torch.prepare_model, evaluator)
     loop = WorkerLoop(cfg, env, n_train=len(idx.train_ids), channels=idx.channels, num_classes=idx.num_classes,

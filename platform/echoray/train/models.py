@@ -76,7 +76,12 @@ class CifarResNet(nn.Module):
         return self.fc(self.dropout(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1)))
 
 
-def build_model(cfg: ModelConfig, in_ch: int, num_classes: int) -> nn.Module:
+def build_model(cfg: ModelConfig, in_ch: int, num_classes: int, context: int | None = None) -> nn.Module:
+    """num_classes: the vocabulary of a language model; context: its longest input (source.seq_len)."""
+    if cfg.name == "transformer_lm":
+        from echoray.train.lm import TransformerLM
+
+        return TransformerLM(num_classes, context or 1, cfg.width, cfg.layers, cfg.heads, cfg.dropout)
     if cfg.name == "small_cnn":
         return SmallCNN(in_ch, num_classes, cfg.width, cfg.dropout)
     if cfg.name.startswith("resnet") and cfg.name != "resnet50":

@@ -1,4 +1,4 @@
-"""SGD with momentum/Nesterov and weight decay; warmup then cosine, step or constant."""
+"""SGD with momentum/Nesterov and weight decay, or AdamW; warmup then cosine, step or constant."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from echoray.config import OptimizerConfig, ScheduleConfig
 
 
 def build_optimizer(params, cfg: OptimizerConfig) -> torch.optim.Optimizer:
+    if cfg.name == "adamw":  # optimizer.momentum is beta1
+        return torch.optim.AdamW(params, lr=cfg.lr, betas=(cfg.momentum, cfg.beta2), weight_decay=cfg.weight_decay)
     return torch.optim.SGD(
         params,
         lr=cfg.lr,

@@ -28,7 +28,8 @@ def spread(values: list[float]) -> dict[str, Any]:
 
 def summarize(records: list[dict[str, Any]], repeats: int) -> dict[str, Any]:
     """`records`: one dict per trial with repeat, index, params, status,
-    fresh_examples_to_target, best_accuracy, mlflow_run_id (and error)."""
+    fresh_examples_to_target, best_accuracy, best_metric (train.metric's best, whichever its
+    direction), mlflow_run_id (and error)."""
     per_repeat = []
     for r in range(repeats):
         trials = sorted((t for t in records if t["repeat"] == r), key=lambda t: t["index"])
@@ -36,8 +37,8 @@ def summarize(records: list[dict[str, Any]], repeats: int) -> dict[str, Any]:
         per_repeat.append({
             "repeat": r,
             "best": None if best is None else {
-                k: best[k] for k in ("trial_key", "index", "params", "seed", "fresh_examples_to_target",
-                                     "steps_to_target", "best_accuracy", "mlflow_run_id")},
+                k: best.get(k) for k in ("trial_key", "index", "params", "seed", "fresh_examples_to_target",
+                                         "steps_to_target", "best_accuracy", "best_metric", "mlflow_run_id")},
             "trials": len(trials),
             "reached": sum(t["status"] == REACHED for t in trials),
             "not_reached": sum(t["status"] == NOT_REACHED for t in trials),
@@ -47,6 +48,7 @@ def summarize(records: list[dict[str, Any]], repeats: int) -> dict[str, Any]:
     return {
         "repeats": per_repeat,
         "fresh_examples_to_target": spread([b["fresh_examples_to_target"] for b in bests]),
-        "best_accuracy": spread([b["best_accuracy"] for b in bests]),
+        "best_accuracy": spread([b["best_accuracy"] for b in bests if b["best_accuracy"] is not None]),
+        "best_metric": spread([b["best_metric"] for b in bests if b["best_metric"] is not None]),
         "repeats_without_a_best": [p["repeat"] for p in per_repeat if p["best"] is None],
     }

@@ -40,7 +40,8 @@ def plot_trials(summary: dict[str, Any], path: Path) -> Path:
         ax.set_ylabel("fresh examples to target")
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=7, title="x: target not reached", title_fontsize=7)
-    fig.suptitle(f"{len(trials)} trials, target {summary['target']['metric']} >= {summary['target']['value']}")
+    fig.suptitle(f"{len(trials)} trials, target {summary['target']['metric']} "
+                 f"{reach_sign(summary['target']['metric'])} {summary['target']['value']}")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -71,18 +72,28 @@ def plot_figure3(rows: list[dict[str, Any]], path: Path, title: str) -> Path:
     return path
 
 
-def plot_batch_augmentation(rows: list[dict[str, Any]], path: Path, title: str) -> Path:
-    """Best held-out accuracy against M (copies per sample): mean with min/max bars."""
+def reach_sign(metric: str) -> str:
+    """How a value reaches the target of `metric`: >= (accuracy) or <= (bits per byte)."""
+    from echoray.metrics import metric_named
+
+    return ">=" if metric_named(metric).higher_is_better else "<="
+
+
+def plot_batch_augmentation(rows: list[dict[str, Any]], path: Path, title: str,
+                            metric: str = "accuracy") -> Path:
+    """Best held-out `metric` (rows' best_metric) against M (copies per sample): mean with
+    min/max bars; for a lower-is-better metric (bits per byte) the best is the lowest."""
     fig, ax = plt.subplots(figsize=(5.0, 3.8))
     ms = [r["copies"] for r in rows]
-    mean = [r["best_accuracy"]["mean"] for r in rows]
-    err = [[m - r["best_accuracy"]["min"] for m, r in zip(mean, rows, strict=True)],
-           [r["best_accuracy"]["max"] - m for m, r in zip(mean, rows, strict=True)]]
+    key = "best_metric" if all("best_metric" in r for r in rows) else "best_accuracy"
+    mean = [r[key]["mean"] for r in rows]
+    err = [[m - r[key]["min"] for m, r in zip(mean, rows, strict=True)],
+           [r[key]["max"] - m for m, r in zip(mean, rows, strict=True)]]
     ax.errorbar(ms, mean, yerr=err, marker="o", capsize=5)
     ax.set_xscale("log", base=2)
     ax.set_xticks(ms, [str(m) for m in ms])
     ax.set_xlabel("batch augmentation copies M")
-    ax.set_ylabel("best held-out accuracy (best trial per repeat)")
+    ax.set_ylabel(f"best held-out {metric.replace('_', ' ')} (best trial per repeat)")
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
     fig.tight_layout()

@@ -23,7 +23,9 @@ class TrialLines(Callback):
         if m.get("target_reached"):
             what = f"reached the target after {m['fresh_examples_to_target']} fresh examples"
         else:
-            what = f"did not reach the target (best {m.get('best_accuracy', float('nan')):.4f})"
+            best = m.get("best_metric", m.get("best_accuracy"))
+            what = (f"did not reach the target (best {m.get('metric_name', 'accuracy')} "
+                    f"{best if best is not None else float('nan'):.4f})")
         done = 1 + sum(t.status in ("TERMINATED", "ERROR") for t in trials if t is not trial)
         print(f"[echoray] trial {_key(trial)} {what}  [{done}/{len(trials)} ended]", flush=True)
 

@@ -2,8 +2,8 @@
 
 Figure 3 of the data-echoing paper: per variant, fresh examples to reach the target
 relative to the baseline (mean over repeats of each repeat's best trial, error bars
-at min and max), with a dotted line at 1/e. Batch augmentation: best accuracy
-against M. The PNGs are saved in DIR and logged to the study's MLflow run.
+at min and max), with a dotted line at 1/e. Batch augmentation: the best value of
+train.metric against M (the highest accuracy, the lowest bits per byte). The PNGs are saved in DIR and logged to the study's MLflow run.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from echoray.config_load import ConfigError
+from echoray.metrics import metric_named
 from echoray.run import say
 from echoray.summary import write_json_atomic
 from echoray.tune.variants import parse_variants
@@ -28,6 +29,7 @@ def _rows(d: Path, state: dict[str, Any]) -> list[dict[str, Any]]:
         s = json.loads(path.read_text())
         rows.append({"variant": v.name, "label": v.label, "stage": v.stage, "factor": v.factor, "copies": v.copies,
                      "fresh_examples_to_target": s["fresh_examples_to_target"], "best_accuracy": s["best_accuracy"],
+                     "best_metric": s.get("best_metric", s["best_accuracy"]),
                      "repeats_without_a_best": s["repeats_without_a_best"],
                      "mlflow_parent_run_id": s["mlflow_parent_run_id"]})
     return rows
@@ -41,7 +43,7 @@ def relative_to(base_mean: float | None, spread: dict[str, Any]) -> dict[str, An
 
 def write_report(d: Path) -> dict[str, Any]:
     from echoray.tracking import RunLogger
-    from echoray.tune.plots import plot_batch_augmentation, plot_figure3
+    from echoray.tune.plots import plot_batch_augmentation, plot_figure3, reach_sign
 
     if not (d / "study.json").exists():
         raise ConfigError(f"{d}: no study.json there; `echoray report` reads a folder made by `echoray study`")
@@ -53,18 +55,19 @@ def write_report(d: Path) -> dict[str, Any]:
         r["relative"] = relative_to(base_mean, r["fresh_examples_to_target"])
     name = state["config"]["name"]
     target = state["config"]["train"]["target"]
+    metric = state["config"]["train"].get("metric", "accuracy")
     title = (f"{name}: {state['trials']} quasi-random trials x {state['repeats']} repeats, "
-             f"target accuracy {target}")
+             f"target {metric.replace('_', ' ')} {reach_sign(metric)} {target}")
     plots = []
     echo_rows = [r for r in rows if r["copies"] == 1]
     if baseline and base_mean:
         plots.append(plot_figure3(echo_rows, d / "figure3_fresh_examples.png", title))
     else:
         say("report: no baseline variant reached the target, so there is no Figure 3 (fresh examples relative to it)")
-    ba_rows = [r for r in rows if r["stage"] == "none" and r["best_accuracy"]["n"]]
+    ba_rows = [r for r in rows if r["stage"] == "none" and r["best_metric"]["n"]]
     if any(r["copies"] > 1 for r in ba_rows):
         plots.append(plot_batch_augmentation(sorted(ba_rows, key=lambda r: r["copies"]),
-                                             d / "batch_augmentation_accuracy.png", title))
+                                             d / f"batch_augmentation_{metric}.png", title, metric))
     report = {"study_dir": str(d.resolve()), "title": title, "baseline_mean_fresh_examples": base_mean,
               "variants": rows, "plots": [str(p) for p in plots], "mlflow_study_run_id": state["study_run_id"]}
     write_json_atomic(d / "report.json", report)
@@ -72,19 +75,19 @@ def write_report(d: Path) -> dict[str, Any]:
     logger.run_id = state["study_run_id"]
     for p in [*plots, d / "report.json"]:
         logger.log_file(p)
-    for line in format_table(rows):
+    for line in format_table(rows, metric):
         say(line)
     return report
 
 
-def format_table(rows: list[dict[str, Any]]) -> list[str]:
+def format_table(rows: list[dict[str, Any]], metric: str = "accuracy") -> list[str]:
     def num(x: float | None, fmt: str) -> str:
         return format(x, fmt) if x is not None else "-"
 
-    out = [f"{'variant':<24} {'fresh to target mean [min, max]':>34} {'relative':>9} {'1/e':>6} {'best acc':>9}"]
+    out = [f"{'variant':<24} {'fresh to target mean [min, max]':>34} {'relative':>9} {'1/e':>6} {'best ' + metric_named(metric).label:>9}"]
     for r in rows:
         f, rel = r["fresh_examples_to_target"], r["relative"]
         span = f"{num(f['mean'], ',.0f')} [{num(f['min'], ',.0f')}, {num(f['max'], ',.0f')}]"
         out.append(f"{r['label']:<24} {span:>34} {num(rel['mean'], '.3f'):>9} "
-                   f"{(1 / r['factor']):>6.3f} {num(r['best_accuracy']['mean'], '.4f'):>9}")
+                   f"{(1 / r['factor']):>6.3f} {num(r['best_metric']['mean'], '.4f'):>9}")
     return out

@@ -19,8 +19,10 @@ import ray
 from echoray.config import PipelineConfig
 from echoray.config_load import ConfigError, flatten, validate
 from echoray.data.sources import index_source
+from echoray.data.text.run_files import share_tokenizer
 from echoray.failures import describe_failure
 from echoray.locations import runs_root
+from echoray.metrics import metric_named
 from echoray.run import resolve_gpu, say
 from echoray.runtime.resources import format_shortfall, plan_resources, shortfall
 from echoray.runtime.session import start_ray
@@ -106,7 +108,7 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
         points = SearchPoints(cfg.search, cfg.seed, trials, repeats)
     except ValueError as exc:
         raise ConfigError(f"{pipeline}: {exc}") from None
-    index_source(cfg.source)  # a missing or empty dataset fails here, before anything starts
+    idx = index_source(cfg.source)  # a missing or empty dataset fails here, before anything starts
     uri = state["tracking_uri"] if state else tracking_uri(cfg)
     check_reachable(uri)
     local = start_ray()
@@ -120,6 +122,7 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
         say(f"resuming search {d} (MLflow parent run {run_id})")
     else:
         d.mkdir(parents=True, exist_ok=True)
+        base = share_tokenizer(idx, base, d)  # a BPE trained here once, not once per trial
         params = {**flatten(cfg), "search.trials": str(points.trials), "search.repeats": str(points.repeats),
                   "search.effective_concurrency": str(concurrency)}
         run_id = logger.start(run_name=d.name, params=params, parent_run_id=parent_run_id,
@@ -146,7 +149,8 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
         summary = {
             "pipeline": pipeline, "search_dir": str(d.resolve()), "mlflow_parent_run_id": run_id,
             "mlflow_tracking_uri": uri, "objective": "fresh_examples_to_target",
-            "target": {"metric": cfg.train.metric, "value": cfg.train.target},
+            "target": {"metric": cfg.train.metric, "value": cfg.train.target,
+                       "direction": metric_named(cfg.train.metric).direction},
             "trials_per_repeat": points.trials, "sequence": points.sequence,
             "scramble_seeds": [points.scramble_seed(r) for r in range(points.repeats)],
             "space": {k: v.model_dump(mode="json") for k, v in points.space.items()},
@@ -210,6 +214,7 @@ def _records(grid, base: dict, points: SearchPoints) -> tuple[list[dict[str, Any
                "seed": trial_tree(base, point)["seed"],
                "fresh_examples_to_target": m.get("fresh_examples_to_target"),
                "steps_to_target": m.get("steps_to_target"), "best_accuracy": m.get("best_accuracy"),
+               "best_metric": m.get("best_metric", m.get("best_accuracy")),
                "fresh_examples": m.get("fresh_examples"), "epochs": m.get("epoch"),
                "mlflow_run_id": m.get("mlflow_run_id"), "error": None}
         if result.error is not None:

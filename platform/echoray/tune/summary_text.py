@@ -14,7 +14,8 @@ def _params(p: dict[str, Any]) -> str:
 
 def print_search(s: dict[str, Any]) -> None:
     t = s["target"]
-    say(f"objective: fewest fresh examples to reach {t['metric']} >= {t['value']}")
+    sign = "<=" if t.get("direction") == "lower is better" else ">="  # echoray/metrics.py
+    say(f"objective: fewest fresh examples to reach {t['metric']} {sign} {t['value']}")
     for rep in s["repeats"]:
         b = rep["best"]
         counts = f"{rep['reached']}/{rep['trials']} reached, {rep['errors']} failed"

@@ -60,7 +60,8 @@ def run_trial(point: dict[str, Any], *, base: dict[str, Any], pipeline: str, par
     discard_partial_attempts(tracking_uri, parent_run_id, key)
 
     def report_epoch(ev: dict) -> None:
-        tune.report({"epoch": ev["epoch"], "accuracy": ev["accuracy"], "loss": ev["loss"],
+        scored = {k: ev[k] for k in ("accuracy", "bits_per_byte", "perplexity", "metric") if ev.get(k) is not None}
+        tune.report({"epoch": ev["epoch"], **scored, "loss": ev["loss"],
                      "fresh_examples": ev["fresh_examples"], "trained_examples": ev["trained_examples"],
                      "final": False})
 
@@ -77,7 +78,10 @@ def run_trial(point: dict[str, Any], *, base: dict[str, Any], pipeline: str, par
 def final_report(s: dict[str, Any]) -> dict[str, Any]:
     """A trial's last Tune result, from its run's summary.json."""
     return {
-        "epoch": s["epochs"], "accuracy": s["metric"]["value"], "best_accuracy": s["best_metric"],
+        "epoch": s["epochs"], "metric_name": s["metric"]["name"], "metric": s["metric"]["value"],
+        "best_metric": s["best_metric"],  # of train.metric, in its direction (echoray/metrics.py)
+        **({"accuracy": s["metric"]["value"], "best_accuracy": s["best_metric"]}
+           if s["metric"]["name"] == "accuracy" else {}),
         "fresh_examples": s["fresh_examples"], "trained_examples": s["trained_examples"],
         "target_reached": s["target_reached"], "fresh_examples_to_target": s["fresh_examples_to_target"],
         "steps_to_target": s["steps_to_target"], "wall_s": s["wall_s"],

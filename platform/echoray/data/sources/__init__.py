@@ -18,6 +18,8 @@ def index_source(cfg: SourceConfig) -> SourceIndex:
         from echoray.data.sources.cifar10 import index
     elif cfg.kind == "image_folder":
         from echoray.data.sources.image_folder import index
+    elif cfg.kind == "text":
+        from echoray.data.text.source import index
     else:
         from echoray.data.sources.parquet import index
     idx = index(cfg)
@@ -36,6 +38,8 @@ def open_reader(idx: SourceIndex) -> Reader:
         from echoray.data.sources.cifar10 import CifarReader as cls
     elif idx.kind == "image_folder":
         from echoray.data.sources.image_folder import ImageFolderReader as cls
+    elif idx.kind == "text":
+        from echoray.data.text.source import TextReader as cls
     else:
         from echoray.data.sources.parquet import ParquetReader as cls
     return cls(idx)

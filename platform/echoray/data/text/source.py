@@ -1,0 +1,167 @@
+"""`source.kind: text`: a folder tree of UTF-8 documents (plain or .gz, or rows of a Parquet
+column: source.text_column), local or s3://.
+
+Indexing (driver, once per run) lists the documents, splits them into training and
+held-out documents (`source.eval_path`, or a fixed seeded fraction
+`source.holdout_fraction` of the documents), cuts both into read units
+(data/text/corpus.py), makes the tokenizer (`bytes`; `bpe` trained on a seeded
+sample of training documents, or loaded from `source.tokenizer.path`) and counts
+the sequences every unit packs into (data/text/packing.py), so sample ids are
+dense, 0..n-1 per split, and an epoch's length is known before the run starts.
+The read plan's "chunk" of a text run is a unit: the actors read (epoch, unit)
+rows and emit one row per sequence: epoch, sample_id, tokens (seq_len + 1).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import threading
+
+import numpy as np
+
+from echoray.config import SourceConfig
+from echoray.data.plan import split_holdout
+from echoray.data.sources.base import SourceError, SourceIndex, filesystem, shown
+from echoray.data.text import corpus, packing
+from echoray.data.text.tokenizers import BpeTokenizer, ByteTokenizer, from_spec, train_bpe
+
+SPLIT_SEED = 0  # the held-out documents do not move with the pipeline's seed (searches share them)
+COUNT_BATCH = 64  # units decoded and tokenized together while counting
+
+
+class TextReader:
+    """Reads units of either split and packs them; built on every actor from the index."""
+
+    def __init__(self, idx: SourceIndex):
+        d = idx.details
+        self.d, self.seq_len = d, d["seq_len"]
+        self.tokenizer = from_spec(d["tokenizer"])
+        self.dtype = packing.token_dtype(self.tokenizer.vocab_size)
+        self.fs = {split: filesystem(d[f"{split}_uri"], d[f"{split}_key"])[0] for split in ("train", "eval")}
+        self.bad_utf8 = 0  # invalid UTF-8 sequences replaced in what this reader read
+        self.bytes_read = 0
+        self._lock = threading.Lock()  # the index counts units from several threads
+
+    def texts(self, split: str, unit: int) -> tuple[list[str], list[bool]]:
+        docs, fs = self.d[f"{split}_docs"], self.fs[split]
+        texts, ends = [], []
+        for doc_i, start, stop in self.d[f"{split}_units"][unit]:
+            for raw, end in corpus.piece_texts(fs, docs[doc_i], start, stop):
+                text, bad = packing.decode_utf8(raw)
+                with self._lock:
+                    self.bytes_read += len(raw)
+                    self.bad_utf8 += bad
+                texts.append(text)
+                ends.append(end)
+        return texts, ends
+
+    def unit_rows(self, split: str, unit: int) -> np.ndarray:
+        """The unit's sequences, (n, seq_len + 1); n must match the index's count."""
+        texts, ends = self.texts(split, unit)
+        rows = packing.pack(packing.unit_tokens(texts, ends, self.tokenizer), self.seq_len, self.dtype)
+        base = self.d[f"{split}_base"]
+        if len(rows) != base[unit + 1] - base[unit]:
+            raise SourceError(f"text unit {unit} of {self.d[f'{split}_uri']} changed since the run was indexed "
+                              f"({len(rows)} sequences, indexed {base[unit + 1] - base[unit]})")
+        return rows
+
+    def read_units(self, split: str, epochs: np.ndarray, units: np.ndarray) -> dict[str, np.ndarray]:
+        """(epoch, unit) plan rows -> epoch, sample_id, tokens of every sequence, in plan order."""
+        base = self.d[f"{split}_base"]
+        parts = [self.unit_rows(split, int(u)) for u in units]
+        counts = [len(p) for p in parts]
+        width = self.seq_len + 1
+        return {
+            "epoch": np.repeat(np.asarray(epochs, np.int64), counts),
+            "sample_id": np.concatenate([np.arange(base[u], base[u + 1], dtype=np.int64) for u in units])
+            if len(units) else np.zeros(0, np.int64),
+            "tokens": np.concatenate(parts) if parts else np.zeros((0, width), self.dtype),
+        }
+
+    def pieces_of(self, split: str, units: np.ndarray) -> int:
+        return sum(len(self.d[f"{split}_units"][int(u)]) for u in units)
+
+
+def _split_docs(cfg: SourceConfig):
+    """(train fs, root, docs, doc ids, key), (eval fs, root, docs, doc ids, key)."""
+    fs, root = filesystem(cfg.path, "source.path")
+    docs = corpus.list_documents(fs, root, cfg.text_suffixes, "source.path", cfg.text_exclude, cfg.text_column)
+    if cfg.eval_path:
+        efs, eroot = filesystem(cfg.eval_path, "source.eval_path")
+        edocs = corpus.list_documents(efs, eroot, cfg.text_suffixes, "source.eval_path", cfg.text_exclude,
+                                      cfg.text_column)
+        return (fs, cfg.path, docs, list(range(len(docs))), "source.path"), \
+            (efs, cfg.eval_path, edocs, list(range(len(edocs))), "source.eval_path")
+    if len(docs) < 2:
+        raise SourceError(f"source.path {shown(fs, root)}: one document cannot be split into training and "
+                          "held-out text; add documents or set source.eval_path")
+    train_ids, eval_ids = split_holdout(len(docs), cfg.holdout_fraction, SPLIT_SEED)
+    return (fs, cfg.path, docs, [int(i) for i in train_ids], "source.path"), \
+        (fs, cfg.path, docs, [int(i) for i in eval_ids], "source.path")
+
+
+def make_tokenizer(cfg: SourceConfig, fs, docs, doc_ids):
+    t = cfg.tokenizer
+    if t.kind == "bytes":
+        return ByteTokenizer()
+    if t.path:
+        from pathlib import Path
+
+        p = Path(t.path)
+        if not p.is_file():
+            raise SourceError(f"source.tokenizer.path {t.path}: no such file")
+        try:
+            return BpeTokenizer(p.read_text())
+        except Exception as exc:  # noqa: BLE001 - a bad file, whatever the parser says
+            raise SourceError(f"source.tokenizer.path {t.path}: not a usable tokenizer.json ({exc})") from None
+    rng = np.random.default_rng(SPLIT_SEED)
+    order = [doc_ids[i] for i in rng.permutation(len(doc_ids))]
+    sample, total = [], 0
+    for i in order:  # a seeded sample of whole training documents, up to train_bytes
+        if total >= t.train_bytes:
+            break
+        for raw, _ in corpus.piece_texts(fs, docs[i], 0, corpus.WHOLE):
+            sample.append(packing.decode_utf8(raw)[0])
+            total += len(raw)
+    return train_bpe(sample, t.vocab_size)
+
+
+def _count(reader: TextReader, split: str, n_units: int) -> np.ndarray:
+    """Sequences per unit (the same code the actors run), in parallel batches."""
+    counts = np.zeros(n_units, np.int64)
+
+    def one(u: int) -> int:
+        texts, ends = reader.texts(split, u)
+        return packing.sequences_in(len(packing.unit_tokens(texts, ends, reader.tokenizer)), reader.seq_len)
+
+    with cf.ThreadPoolExecutor(4) as pool:
+        for s in range(0, n_units, COUNT_BATCH):
+            counts[s : s + COUNT_BATCH] = list(pool.map(one, range(s, min(n_units, s + COUNT_BATCH))))
+    return counts
+
+
+def index(cfg: SourceConfig) -> SourceIndex:
+    train, held = _split_docs(cfg)
+    tokenizer = make_tokenizer(cfg, train[0], train[2], train[3])
+    details = {"seq_len": cfg.seq_len, "tokenizer": tokenizer.spec()}
+    for split, (fs, uri, docs, ids, key) in (("train", train), ("eval", held)):
+        details.update({f"{split}_uri": uri, f"{split}_key": key, f"{split}_docs": docs,
+                        f"{split}_units": corpus.read_units(fs, docs, ids, cfg.range_bytes)})
+    idx = SourceIndex(kind="text", num_classes=tokenizer.vocab_size, train_ids=np.zeros(0, np.int64),
+                      eval_ids=np.zeros(0, np.int64), image_size=None, channels=1, details=details)
+    stats = {}
+    for split, (_, uri, _, ids, key) in (("train", train), ("eval", held)):
+        details[f"{split}_base"] = np.zeros(1, np.int64)
+        reader = TextReader(idx)
+        counts = _count(reader, split, len(details[f"{split}_units"]))
+        details[f"{split}_base"] = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        if counts.sum() == 0:
+            raise SourceError(f"{key} {uri}: the {'training' if split == 'train' else 'held-out'} text "
+                              f"({len(ids)} document(s), {reader.bytes_read} bytes) is shorter than one "
+                              f"sequence of source.seq_len + 1 = {cfg.seq_len + 1} tokens")
+        stats[split] = {"documents": len(ids), "units": len(counts), "bytes": reader.bytes_read,
+                        "sequences": int(counts.sum()), "invalid_utf8_replaced": reader.bad_utf8}
+    details["stats"] = stats
+    idx.train_ids = np.arange(stats["train"]["sequences"], dtype=np.int64)
+    idx.eval_ids = np.arange(stats["eval"]["sequences"], dtype=np.int64)
+    return idx

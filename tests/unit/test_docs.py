@@ -1,0 +1,57 @@
+"""The documentation: every config key has a description for the generated reference,
+the CLI reference lists every command and option, every results file the docs name
+exists, and the site builds with `mkdocs build --strict` (a broken link, a missing page
+or image fails)."""
+
+import re
+import subprocess
+import sys
+
+from echoray.cli import build_parser
+from echoray.docs_reference import cli_markdown, config_keys, config_markdown, missing_descriptions
+from helpers import REPO
+
+
+def test_every_config_key_has_a_description():
+    assert missing_descriptions() == []
+
+
+def test_config_reference_lists_every_key_with_its_default():
+    text = config_markdown()
+    for key in config_keys():
+        assert f"`{key.key}`" in text
+    assert "| `train.target` | float \\| null | `0.97` | >= 0, `null` |" in text
+    assert "`echo.stage` | str | `none` | `none`, `before_augment`, `after_augment`, `batch` |" in text
+
+
+def test_cli_reference_lists_every_command_and_option():
+    text = cli_markdown()
+    parser = build_parser()
+    (sub,) = [a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction"]
+    for name, command in sub.choices.items():
+        assert f"## `echoray {name}`" in text
+        for action in command._actions:
+            for option in action.option_strings:
+                if option not in ("-h", "--help"):
+                    assert f"`{option}" in text, (name, option)
+
+
+def test_every_results_file_the_docs_name_exists():
+    pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    named = {m for p in pages for m in re.findall(r"benchmarks/results/([\w.-]+\.(?:json|png))", p.read_text())}
+    assert named, "the docs quote no results file"
+    assert sorted(n for n in named if not (REPO / "benchmarks" / "results" / n).exists()) == []
+
+
+def test_site_builds_strict(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-f",
+                          str(REPO / "mkdocs.yml"), "-d", str(tmp_path / "site")],
+                         capture_output=True, text=True, timeout=300, cwd=REPO,
+                         env={**__import__("os").environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    site = tmp_path / "site"
+    for page in ("concepts", "reference/config", "reference/cli", "how-to/cluster", "benchmarks/echo"):
+        assert (site / page / "index.html").exists(), page
+    assert (site / "img" / "echo_study_figure3.png").exists()
+    assert "ray job submit --address" in (site / "how-to" / "cluster" / "index.html").read_text()
+    assert not (site / "hooks.py").exists()
