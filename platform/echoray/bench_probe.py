@@ -33,10 +33,11 @@ def busy_machine(load_1m: float | None = None, cores: int | None = None) -> str 
 
 
 def actor_pids() -> list[int]:
-    """Pids of this node's live Ray Data actor-pool workers: from Ray's state API, and
-    among this process's descendants (a local Ray's workers) by their `ray::` title,
-    which also serves when the state API does not answer (its dashboard not up)."""
-    return sorted(set(_state_api_pids()) | set(_descendant_pids()))
+    """Pids of this node's live Ray Data actor-pool workers: among this process's
+    descendants (a local Ray's workers) by their `ray::` title, a /proc scan of a few ms;
+    else (a cluster's Ray, not started here) from Ray's state API, which on a loaded
+    machine took seconds and would stall the batches being timed."""
+    return _descendant_pids() or _state_api_pids()
 
 
 def _state_api_pids() -> list[int]:
