@@ -97,3 +97,11 @@ def test_first_blocks_are_small_then_full():
     blocks = read_plan(0, 2, 10, block_chunks=8, first_chunks=2, n_first=3)
     assert [len(b["chunk"]) for b in blocks] == [2, 2, 2, 8, 6]
     assert sorted(np.concatenate([b["chunk"] for b in blocks]).tolist()) == sorted(list(range(10)) * 2)
+
+
+def test_block_chunks_cap():
+    from echoray.data.pipeline import plan_block_chunks
+
+    assert plan_block_chunks(1710, 2) == 214  # chunked sources: 4 blocks per actor over the plan
+    assert plan_block_chunks(1710, 2, max_chunks=16) == 16  # file-by-file sources: 8 actor calls a block
+    assert plan_block_chunks(10, 32, max_chunks=16) == 1
