@@ -14,10 +14,15 @@
    the file list (shared Arrow table vs the Python list the index used to carry); then
    the pipeline's peak memory (PSS of the whole process tree) while bench-input reads
    through a 1.28 M-entry index of the generated files.
+4. epochs (input_epochs.py): from nothing, first batch, first epoch with start-up and
+   the steady rate over the epochs after it, images per CPU-second, echoray vs the
+   DataLoader interleaved; decode_limit: simplejpeg's full decode alone on the same
+   files (images per CPU-second), the ceiling for both.
 
-    .venv/bin/python benchmarks/input_pipeline.py [--files 2000] [--repeats 2] [--parts compare,concurrency,index]
+    .venv/bin/python benchmarks/input_pipeline.py [--files 2000] [--repeats 2] [--parts compare,concurrency,index,epochs]
 
-Writes benchmarks/results/input_pipeline.json. The machine is shared: compare ratios.
+Writes benchmarks/results/input_pipeline.json (with the commit, the seeds, the load at
+start and end). The machine is shared: compare ratios.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import sys
 import time
 from pathlib import Path
 
+import input_epochs
 import numpy as np
 from common import REPO, RESULTS, PeakMemory, load_avg, save
 from jpeg_set import jpeg_folder
@@ -185,7 +191,7 @@ def readable_index(root: Path):
                        eval_ids=np.arange(1000), image_size=256, channels=3,
                        details={"uri": str(root), "eval_uri": str(root), "classes": [],
                                 "train": table, "eval": table},
-                       read_concurrency=16)
+                       read_concurrency=16, shuffled_reads=True)
 
 
 def _actor_memory(payload_kind: str, payload) -> dict:
@@ -263,11 +269,15 @@ def main() -> None:
     p.add_argument("--files", type=int, default=2000)
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--seconds", type=float, default=30.0, help="measured time per run after its first batch")
-    p.add_argument("--parts", default="single,compare,concurrency,index")
+    p.add_argument("--parts", default="single,compare,concurrency,index,epochs")
     p.add_argument("--dataloader", metavar="ROOT", help=argparse.SUPPRESS)
+    p.add_argument("--dataloader-epochs", metavar="ROOT", help=argparse.SUPPRESS)
     a = p.parse_args()
     if a.dataloader:
         print(json.dumps(dataloader_run(a.dataloader, 64, 2, a.seconds)))
+        return
+    if a.dataloader_epochs:
+        print(json.dumps(input_epochs.dataloader_epochs(a.dataloader_epochs, 64, 2, a.seconds)))
         return
     from echoray.runtime.session import start_ray
 
@@ -275,7 +285,8 @@ def main() -> None:
     sizes = [f.stat().st_size for f in root.rglob("*.JPEG")]
     os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
     start_ray()
-    result = {"files": len(sizes), "mean_kb": float(np.mean(sizes) / 1e3), "cpus": os.cpu_count()}
+    result = {"files": len(sizes), "mean_kb": float(np.mean(sizes) / 1e3), "cpus": os.cpu_count(),
+              "seeds": {"echoray": echoray_cfg(root).seed, "dataloader": input_epochs.SEED, "jpeg_set": 0}}
     parts = a.parts.split(",")
 
     def part(fn, *args) -> dict:  # each part records its own load: a later run of other parts keeps it
@@ -290,6 +301,11 @@ def main() -> None:
         result["read_concurrency_20ms"] = part(concurrency, root, a.seconds)
     if "index" in parts:
         result["index_1_28M"] = part(index_part, root, a.seconds)
+    if "decode_limit" in parts or "epochs" in parts:
+        result["decode_limit"] = part(input_epochs.decode_limit, root)
+    if "epochs" in parts:
+        result["epochs"] = part(input_epochs.compare_epochs, root, echoray_cfg(root, "echo.shuffle_buffer=0"),
+                                a.repeats, a.seconds)
     previous = RESULTS / "input_pipeline.json"  # a run of some parts keeps the others' figures
     old = json.loads(previous.read_text()) if previous.exists() else {}
     old = {k: v for k, v in old.items() if k not in ("load_avg_start", "load_avg_end", "load_avg", "provenance")}

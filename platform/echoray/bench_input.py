@@ -8,15 +8,21 @@ batch (or one epoch of the read plan) and reports the rate over the second half 
 the lower of the rate batches arrived at and the rate the pool read rows at (or its
 busy-time capacity when the plan ends first): a backlog made while the consumer started
 would otherwise inflate the first. Stage busy time comes from the same collector a run uses.
+It also reports the first batch's time (from the start of iteration: the actor pool starts
+then), the rate over all the time after the first batch, images per CPU-second of the
+actors and of this process (bench_probe.py), and the load average at its start, with a
+warning when that is above the core count.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
 import ray
 
+from echoray import bench_probe
 from echoray.config import PipelineConfig
 from echoray.config_load import ConfigError
 from echoray.data.sources import SourceIndex, index_source
@@ -29,6 +35,10 @@ PLAN_EXAMPLES = 200_000
 
 def bench_input(cfg: PipelineConfig, seconds: float | None, idx: SourceIndex | None = None) -> dict[str, Any]:
     """`idx`: an index built elsewhere (benchmarks: a 1.28 M-entry one), else cfg.source's."""
+    load_start = os.getloadavg()[0]
+    warning = bench_probe.busy_machine(load_start)
+    if warning:
+        print(f"[echoray] {warning}", flush=True)
     idx = idx or index_source(cfg.source)
     # One epoch, or with --seconds enough epochs for PLAN_EXAMPLES: a 90-epoch ImageNet plan
     # is 900 blocks whose set-up alone took ~60 s on 2 busy cores (benchmarks/input_pipeline.py).
@@ -54,19 +64,9 @@ def bench_input(cfg: PipelineConfig, seconds: float | None, idx: SourceIndex | N
                                     max_bad_fraction=cfg.source.max_bad_fraction)
     ds = build_train_dataset(cfg, idx, collector)
     t0 = time.perf_counter()
-    marks: list[tuple[float, int]] = []  # (arrival time, examples so far) per batch
-    examples = 0
-    produced: list[tuple[float, int]] = []  # (time, rows the pool had read) at the window's ends
-    for batch in ds.iter_batches(batch_size=cfg.train.batch_size, batch_format="numpy", drop_last=True,
-                                 local_shuffle_buffer_size=shuffle_buffer_rows(cfg), prefetch_batches=2):
-        examples += len(batch["sample_id"])
-        marks.append((time.perf_counter(), examples))
-        if seconds is not None:
-            if not produced and marks[-1][0] - marks[0][0] >= seconds / 2:
-                produced.append((time.perf_counter(), _rows_read(collector)))
-            if marks[-1][0] - marks[0][0] >= seconds:
-                produced.append((time.perf_counter(), _rows_read(collector)))
-                break
+    batches = ds.iter_batches(batch_size=cfg.train.batch_size, batch_format="numpy", drop_last=True,
+                              local_shuffle_buffer_size=shuffle_buffer_rows(cfg), prefetch_batches=2)
+    marks, produced, cpu = _consume(batches, seconds, collector)
     end = time.perf_counter()
     stages = ray.get(collector.stage_totals.remote())
     per_row = 1.0  # examples the actors emit per row read: the example-echo factor
@@ -87,6 +87,14 @@ def bench_input(cfg: PipelineConfig, seconds: float | None, idx: SourceIndex | N
         "delivered_examples_per_s": delivered,
         "produced_examples_per_s": made,
         "first_batch_s": (marks[0][0] - t0) if marks else None,
+        "after_first_batch_examples_per_s": after_first_rate(marks),
+        **per_cpu_second(marks, cpu),
+        "load_avg_1m_start": load_start,
+        "load_avg_1m_end": os.getloadavg()[0],
+        "cores": bench_probe.usable_cores(),
+        "load_warning": warning,
+        "train_examples": len(idx.train_ids),
+        "marks": [(t - t0, n) for t, n in marks],  # (seconds since iteration began, examples so far) per batch
         "actors": a.max_size,
         "cpus": a.num_cpus * a.max_size,
         "batches": len(marks),
@@ -94,6 +102,54 @@ def bench_input(cfg: PipelineConfig, seconds: float | None, idx: SourceIndex | N
         "stages": stages,
         "wall_s": end - t0,
     }
+
+
+def _consume(batches, seconds: float | None, collector) -> tuple[list, list, dict]:
+    """Takes batches until `seconds` after the first one (or the plan's end): (marks:
+    (arrival time, examples so far) per batch; produced: (time, rows the pool had read) at
+    the second half's ends; cpu: actor and driver CPU samples at the first and last batch)."""
+    marks: list[tuple[float, int]] = []
+    produced: list[tuple[float, int]] = []
+    cpu: dict[str, Any] = {}
+    examples = 0
+    for batch in batches:
+        examples += len(batch["sample_id"])
+        marks.append((time.perf_counter(), examples))
+        if len(marks) == 1:
+            cpu["first"] = (bench_probe.actor_cpu_s(), bench_probe.driver_cpu_s())
+        if seconds is not None:
+            if not produced and marks[-1][0] - marks[0][0] >= seconds / 2:
+                produced.append((time.perf_counter(), _rows_read(collector)))
+            if marks[-1][0] - marks[0][0] >= seconds:
+                produced.append((time.perf_counter(), _rows_read(collector)))
+                break
+    if marks:  # sampled before the pool is torn down (plan ended: the actors may be going)
+        cpu["last"] = (bench_probe.actor_cpu_s(), bench_probe.driver_cpu_s())
+    return marks, produced, cpu
+
+
+def after_first_rate(marks: list[tuple[float, int]]) -> float | None:
+    """Examples/s from the first batch's arrival to the last's (the first batch excluded)."""
+    if len(marks) < 2 or marks[-1][0] <= marks[0][0]:
+        return None
+    return (marks[-1][1] - marks[0][1]) / (marks[-1][0] - marks[0][0])
+
+
+def per_cpu_second(marks: list[tuple[float, int]], cpu: dict[str, Any]) -> dict[str, float | None]:
+    """Examples per CPU-second between the first and last batch: of the actors alone and
+    of actors + this process (batching, the shuffle buffer). None without CPU figures."""
+    out: dict[str, float | None] = {"actor_cpu_s": None, "images_per_actor_cpu_s": None,
+                                    "images_per_cpu_s": None}
+    if "first" not in cpu or "last" not in cpu or len(marks) < 2:
+        return out
+    actor = bench_probe.cpu_between(cpu["first"][0], cpu["last"][0])
+    driver = cpu["last"][1] - cpu["first"][1]
+    n = marks[-1][1] - marks[0][1]
+    out["actor_cpu_s"] = actor
+    if actor > 0:
+        out["images_per_actor_cpu_s"] = n / actor
+        out["images_per_cpu_s"] = n / (actor + driver)
+    return out
 
 
 def _rows_read(collector) -> int:
@@ -122,8 +178,14 @@ def print_bench(r: dict[str, Any]) -> None:
           "made by the pool) "
           f"({r['batches']} batches of {r['batch_size']}, {r['wall_s']:.1f} s), first batch at "
           f"{fmt(r['first_batch_s'], '.2f')} s, {r['actors']} actor(s), {r['cpus']:g} CPU(s)")
+    print(f"[echoray]   after the first batch: {fmt(r['after_first_batch_examples_per_s'], '.1f')} examples/s; "
+          f"{fmt(r['images_per_actor_cpu_s'], '.1f')} images per actor CPU-second, "
+          f"{fmt(r['images_per_cpu_s'], '.1f')} per CPU-second with this process; load average "
+          f"{r['load_avg_1m_start']:.2f} at the start, {r['load_avg_1m_end']:.2f} at the end, {r['cores']} core(s)")
     for name, s in r["stages"].items():
         per = s["rows"] / s["busy_s"] if s["busy_s"] else 0.0
         print(f"[echoray]   stage {name}: {s['rows']} rows, {s['busy_s']:.2f} s busy over {s['actors']} actor(s) "
               f"({per:.1f} rows per busy second per actor)")
-    print(json.dumps({k: r[k] for k in ("examples_per_s", "first_batch_s", "actors", "cpus")}), flush=True)
+    keys = ("examples_per_s", "first_batch_s", "after_first_batch_examples_per_s", "images_per_actor_cpu_s",
+            "images_per_cpu_s", "load_avg_1m_start", "actors", "cpus")
+    print(json.dumps({k: r[k] for k in keys}), flush=True)

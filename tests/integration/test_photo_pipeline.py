@@ -101,8 +101,11 @@ def test_bench_input_prints_rates_and_ends_with_one_json_line(local_ray, tmp_pat
     assert main(args) == 0
     lines = capsys.readouterr().out.strip().splitlines()
     result = json.loads(lines[-1])
-    assert set(result) == {"examples_per_s", "first_batch_s", "actors", "cpus"}
+    assert set(result) == {"examples_per_s", "first_batch_s", "after_first_batch_examples_per_s",
+                           "images_per_actor_cpu_s", "images_per_cpu_s", "load_avg_1m_start", "actors", "cpus"}
     assert result["examples_per_s"] > 0 and result["first_batch_s"] > 0
+    assert result["after_first_batch_examples_per_s"] > 0  # 6 batches; the CPU figures may be null so early
+    assert any(line.startswith("[echoray]   after the first batch: ") for line in lines)
     assert result["actors"] == 1 and result["cpus"] == 0.5
     n_train = 48  # 64 files, a quarter held out; one epoch in batches of 8 (drop_last)
     assert any(f"({n_train // 8} batches of 8" in line for line in lines)

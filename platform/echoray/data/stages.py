@@ -23,7 +23,7 @@ import numpy as np
 from echoray.config import AugmentOp, RemoteEmulation
 from echoray.data.echo import echo_rows
 from echoray.data.op_shapes import crops_full_image
-from echoray.data.plan import chunk_ids
+from echoray.data.plan import ChunkMap
 from echoray.data.preprocess_args import PreprocessArgs
 from echoray.data.replay import drop_consumed
 from echoray.data.sources.base import SourceError, read_skipping
@@ -82,6 +82,7 @@ class Preprocess:
         idx = args.idx
         self.idx, self.chunk_size, self.remote, self.seed = idx, args.chunk_size, args.remote, args.seed
         self.reader = open_reader(idx)
+        self.chunks = ChunkMap(idx.train_ids, args.chunk_size, args.seed, idx.shuffled_reads)
         self.ops = args.ops
         # Photos with a random-resized crop first: cut from the full image (data/full_crop.py).
         self.full_crop = crops_full_image(self.ops) and idx.kind in ("image_folder", "parquet")
@@ -98,7 +99,7 @@ class Preprocess:
     def read(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         if self.idx.kind == "text":
             return self.read_text(batch)
-        parts = chunk_ids(self.idx.train_ids, batch["chunk"], self.chunk_size)
+        parts = self.chunks.ids(batch["epoch"], batch["chunk"])
         ids = np.concatenate(parts) if parts else np.zeros(0, np.int64)
         epochs = np.repeat(batch["epoch"], [len(p) for p in parts]).astype(np.int64)
         decoder, ragged = self._decoder(epochs, ids)

@@ -29,6 +29,10 @@ class SourceIndex:
     details: dict[str, Any] = field(default_factory=dict)
     max_bad_fraction: float = 0.0
     read_concurrency: int = 1  # reads in flight per reader (source.read_concurrency)
+    # True where every sample is its own read (a file, an object): the read plan then draws
+    # each chunk's ids at random per (seed, epoch) (data/plan.py). False (the default):
+    # neighbours share a read (a record file, a row group), chunks keep neighbouring ids.
+    shuffled_reads: bool = False
 
 
 class Reader(Protocol):

@@ -105,6 +105,7 @@ def index(cfg: SourceConfig) -> SourceIndex:
             "eval": FileTable(eroot if cfg.eval_path else root, efiles, elabels),
         },
         max_bad_fraction=cfg.max_bad_fraction,
+        shuffled_reads=True,  # one file per sample: chunks are random draws (data/plan.py)
     )
 
 

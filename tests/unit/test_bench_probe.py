@@ -1,0 +1,33 @@
+"""bench-input's figures: the rate after the first batch, images per CPU-second, the load warning."""
+
+import os
+
+from echoray import bench_probe
+from echoray.bench_input import after_first_rate, per_cpu_second
+
+
+def test_after_first_rate_excludes_the_first_batch():
+    marks = [(10.0, 64), (11.0, 128), (12.0, 192), (14.0, 320)]
+    assert after_first_rate(marks) == (320 - 64) / 4.0
+    assert after_first_rate(marks[:1]) is None
+
+
+def test_per_cpu_second_counts_the_window_and_new_actors_from_their_start():
+    marks = [(0.0, 64), (4.0, 576)]
+    cpu = {"first": ({1: 2.0, 2: 3.0}, 10.0), "last": ({1: 4.0, 2: 5.0, 3: 0.5}, 10.5)}
+    out = per_cpu_second(marks, cpu)
+    assert out["actor_cpu_s"] == 4.5  # 2 + 2 + 0.5 (actor 3 started inside the window)
+    assert out["images_per_actor_cpu_s"] == 512 / 4.5
+    assert out["images_per_cpu_s"] == 512 / 5.0
+    assert per_cpu_second(marks, {})["images_per_cpu_s"] is None
+
+
+def test_busy_machine_warns_only_above_the_core_count():
+    assert bench_probe.busy_machine(2.0, 2) is None
+    msg = bench_probe.busy_machine(3.4, 2)
+    assert msg.startswith("warning: the load average is 3.4 on 2 core(s)")
+
+
+def test_cpu_s_reads_this_process_and_skips_missing_pids():
+    t = bench_probe.cpu_s([os.getpid(), 2**22 + 12345])
+    assert list(t) == [os.getpid()] and t[os.getpid()] > 0
