@@ -169,17 +169,17 @@ def _dispatch(args: argparse.Namespace, cfg, resume, t0: float) -> int:
 
 
 def entry(argv: list[str] | None = None) -> None:
-    """The console script and the job entrypoints: `main`, then exit with its status. A
-    fit thread still blocked inside Ray (a stalled run: its controller, still waiting for
-    resources, is not known to the driver and gets no abort) is left with os._exit after
-    the output is flushed: the MLflow run and the run folder were closed by then, and the
-    job's actors die with this driver."""
+    """The console script and the job entrypoints: `main`, then exit with its status.
+    With a thread still running, the process is left with os._exit after the output is
+    flushed (runtime/stop.exit_now): a fit thread blocked inside Ray (a stalled run: its
+    controller, still waiting for resources, is not known to the driver and gets no
+    abort) or Ray Data's stream threads of an interrupted run, which interpreter
+    finalisation would end inside native code (SIGABRT). The MLflow run and the run
+    folder were closed by then, and the job's actors die with this driver."""
     code = main(argv)
-    if "echoray.runtime.monitor" in sys.modules and _fit_thread_running(wait_s=0):
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-    sys.exit(code)
+    from echoray.runtime.stop import exit_now
+
+    exit_now(code)  # os._exit while threads run: finalising would kill them (SIGABRT)
 
 
 def _fit_thread_running(wait_s: float) -> bool:
