@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_USAGE
     os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
     from echoray.runtime.monitor import DataError, StallError
-    from echoray.runtime.signals import Terminated, sigterm_interrupts
+    from echoray.runtime.signals import Terminated, sigterm_interrupts, terminated
     from echoray.tracking import TrackingError
 
     ray_was_up = _ray_is_up()  # a caller's Ray (tests, notebooks) is left running
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILED
     except KeyboardInterrupt as exc:
         print(f"echoray: interrupted{': ' + str(exc) if str(exc) else ''}", file=sys.stderr)
-        return exc.exit_code if isinstance(exc, Terminated) else EXIT_INTERRUPTED
+        return Terminated.exit_code if isinstance(exc, Terminated) or terminated() else EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence
         if os.environ.get("ECHORAY_DEBUG"):
             import traceback

@@ -20,13 +20,22 @@ class Terminated(KeyboardInterrupt):
 
 
 _active = False
+_terminated = False
 
 
 def _raise(signum, frame) -> None:
     from echoray.runtime import stop
 
+    global _terminated
     stop.request()  # a training thread ends at its next step (runtime/stop.py)
+    _terminated = True
     raise Terminated()
+
+
+def terminated() -> bool:
+    """Whether a SIGTERM arrived during this command: the exit status is 143 even when a
+    library turned the interrupt into its own exception (Tune's fit: SearchInterrupted)."""
+    return _terminated
 
 
 @contextmanager
@@ -64,7 +73,9 @@ def deferred_sigterm() -> Iterator[None]:
     def hold(signum, frame) -> None:
         from echoray.runtime import stop
 
+        global _terminated
         stop.request()
+        _terminated = True
         held.append(signum)
 
     ray_utils.set_sigterm_handler = lambda handler: None
