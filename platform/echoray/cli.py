@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     console.want_quiet(args.command == "train" and not args.verbose)
     err = console.stderr  # echoray's own lines reach the terminal while library output is diverted
     from echoray.runtime.monitor import DataError, StallError
-    from echoray.runtime.signals import Terminated, sigterm_interrupts
+    from echoray.runtime.signals import Terminated, sigterm_interrupts, terminated
     from echoray.tracking import TrackingError
 
     ray_was_up = _ray_is_up()  # a caller's Ray (tests, notebooks) is left running
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILED
     except KeyboardInterrupt as exc:
         print(f"echoray: interrupted{': ' + str(exc) if str(exc) else ''}", file=err())
-        return exc.exit_code if isinstance(exc, Terminated) else EXIT_INTERRUPTED
+        return Terminated.exit_code if isinstance(exc, Terminated) or terminated() else EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - the CLI's last line of defence
         # A crash prints in full: with the libraries' output diverted (console.py) their own
         # report of it is in the log, so the traceback comes here (ECHORAY_DEBUG: always).
@@ -180,20 +180,17 @@ def _dispatch(args: argparse.Namespace, cfg, resume, t0: float) -> int:
 
 
 def entry(argv: list[str] | None = None) -> None:
-    """The console script and the job entrypoints: `main`, then exit with its status. A
-    fit thread still blocked inside Ray (a stalled run: its controller, still waiting for
-    resources, is not known to the driver and gets no abort) is left with os._exit after
-    the output is flushed: the MLflow run and the run folder were closed by then, and the
-    job's actors die with this driver."""
+    """The console script and the job entrypoints: `main`, then exit with its status.
+    With a thread still running, the process is left with os._exit after the output is
+    flushed (runtime/stop.exit_now): a fit thread blocked inside Ray (a stalled run: its
+    controller, still waiting for resources, is not known to the driver and gets no
+    abort) or Ray Data's stream threads of an interrupted run, which interpreter
+    finalisation would end inside native code (SIGABRT). The MLflow run and the run
+    folder were closed by then, and the job's actors die with this driver."""
     code = main(argv)
-    if "echoray.runtime.monitor" in sys.modules and _fit_thread_running(wait_s=0):
-        sys.stdout.flush()
-        sys.stderr.flush()
-        from echoray import console
+    from echoray.runtime.stop import exit_now
 
-        console.stderr().flush()
-        os._exit(code)
-    sys.exit(code)
+    exit_now(code)  # os._exit while threads run: finalising would kill them (SIGABRT)
 
 
 def _fit_thread_running(wait_s: float) -> bool:

@@ -40,6 +40,7 @@ from echoray.runtime.placement import fit_placement
 from echoray.runtime.progress import EpochClock, LiveProgress, progress_line, progress_metrics
 from echoray.runtime.resources import format_shortfall, plan_resources, shortfall
 from echoray.runtime.session import start_ray
+from echoray.runtime.stop import join_fit
 from echoray.storage import (
     StorageError,
     checkpoint_location,
@@ -50,6 +51,10 @@ from echoray.storage import (
 from echoray.summary import build_summary, fault_summary, write_json_atomic
 from echoray.tracking import RunLogger, check_reachable, tracking_uri
 from echoray.train.in_process import in_process_fit, trains_in_process
+
+# How long an interrupted run waits for its training thread to reach a step boundary
+# (a step, an evaluation or a checkpoint write in progress finishes first).
+FIT_JOIN_S = 60.0
 
 
 @dataclass
@@ -292,6 +297,9 @@ def _end_collector(collector, status: str, in_process: bool) -> None:
         return
     if status != "FINISHED":
         stop_training(collector, f"the driver stopped: {status}")
+        # a loop in this process stops at its next step (runtime/stop.py): wait for it
+        # before its collector goes and before Ray is shut down
+        join_fit(FIT_JOIN_S)
     if in_process:
         # The process lives on (a reused trial actor) and still held handles to the
         # collector: one idle collector process per trial stayed alive, measured. A

@@ -8,7 +8,9 @@ import subprocess
 import sys
 import threading
 
-from echoray.runtime.monitor import FIT_THREAD, fit_thread_running
+import pytest
+
+from echoray.runtime.monitor import fit_thread_running, watch_fit
 from helpers import REPO
 
 SCRIPT = """
@@ -45,10 +47,17 @@ def test_entry_without_a_fit_thread_exits_normally_running_atexit():
 
 
 def test_fit_thread_running_waits_for_a_thread_that_ends_and_reports_one_that_does_not():
+    """A fit thread is one that watch_fit started; it counts until its target returns."""
     release = threading.Event()
-    t = threading.Thread(target=release.wait, name=FIT_THREAD, daemon=True)
-    t.start()
+
+    class Interrupted:  # the driver's first poll is interrupted (Ctrl-C)
+        class poll:  # noqa: N801
+            @staticmethod
+            def remote(*args):
+                raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        watch_fit(lambda: release.wait(30), Interrupted, None, 600, lambda ev: None, poll_s=0.01)
     assert fit_thread_running(wait_s=0.2)  # still blocked after the wait
     threading.Timer(0.2, release.set).start()
     assert not fit_thread_running(wait_s=10)  # ended within the wait
-    assert not t.is_alive()

@@ -9,6 +9,7 @@ from typing import Any
 
 import ray
 
+from echoray.runtime import stop
 from echoray.runtime.resources import ResourcePlan, format_shortfall, shortfall
 
 # The thread that runs a fit on the driver. One the driver gave up on (stall, bad data,
@@ -16,6 +17,14 @@ from echoray.runtime.resources import ResourcePlan, format_shortfall, shortfall
 # process at exit (SIGSEGV after the right stall message, twice in CI), so the CLI waits
 # for it (an aborted controller lets it return) and otherwise leaves without Ray's atexit.
 FIT_THREAD = "echoray-fit"
+
+# Each fit thread's end, as an Event its target sets last. Not Thread.join/is_alive: in
+# CPython 3.11 a join interrupted by a signal handler's exception (SIGTERM -> Terminated,
+# Ctrl-C) marks the still-running thread stopped (threading._wait_for_tstate_lock, the
+# bpo-45274 branch: `lock.locked()` holds because the thread still holds its lock), so
+# is_alive() said False, the CLI shut Ray down and the interpreter finalised under a
+# training thread mid-step: SIGABRT from torch's backward or numpy, or exit 1.
+_fit_ends: list[threading.Event] = []
 
 
 class StallError(RuntimeError):
@@ -64,12 +73,13 @@ def stop_training(collector, reason: str) -> None:
 
 
 def fit_thread_running(wait_s: float = 0.0) -> bool:
-    """Whether a fit thread is still running after waiting up to `wait_s` for it to end."""
-    deadline = time.time() + wait_s
-    for t in threading.enumerate():
-        if t.name == FIT_THREAD:
-            t.join(max(0.0, deadline - time.time()))
-    return any(t.name == FIT_THREAD and t.is_alive() for t in threading.enumerate())
+    """Whether a fit thread is still running after waiting up to `wait_s` for it to end
+    (waits on its end event, which a signal cannot corrupt; see _fit_ends)."""
+    deadline = time.monotonic() + wait_s
+    for end in list(_fit_ends):
+        end.wait(max(0.0, deadline - time.monotonic()))
+    _fit_ends[:] = [end for end in _fit_ends if not end.is_set()]
+    return bool(_fit_ends)
 
 
 def watch_fit(
@@ -97,25 +107,45 @@ def watch_fit(
     Returns the collector's last poll (with `final`, the rank-0 summary record).
     """
     outcome: dict[str, Any] = {}
+    done = threading.Event()
+    _fit_ends.append(done)
 
     def target() -> None:
         try:
             outcome["result"] = fit()
         except BaseException as exc:  # re-raised on the main thread
             outcome["error"] = exc
+        finally:
+            done.set()
 
+    stop.clear()
     thread = threading.Thread(target=target, name=FIT_THREAD, daemon=True)
     started = time.time()
     thread.start()
+    try:
+        state = _watch(done, collector, plan, stall_timeout_s, started, poll_s, final_since,
+                       on_event, on_factor, on_restart, on_progress, on_tick)
+    except BaseException:  # an interrupt, a stall, bad data: the fit stops at its next step
+        stop.request()
+        raise
+    if "error" in outcome:
+        raise outcome["error"]
+    state["started_at"] = started
+    return state
+
+
+def _watch(done: threading.Event, collector, plan, stall_timeout_s, started, poll_s, final_since,
+           on_event, on_factor, on_restart, on_progress, on_tick) -> dict[str, Any]:
+    """watch_fit's polling loop, until the fit thread has ended; its last poll."""
     seen = seen_factors = seen_restarts = 0
     state: dict[str, Any] = {}
     while True:
-        thread.join(timeout=poll_s)
+        done.wait(poll_s)
         # Whether the fit had ended is read before the poll, so the last poll comes after
         # its end and holds its final record: a fit that returns right after the workers'
         # finish (a run trained in process, train/in_process.py) ended between a poll and
         # the check after it in 2 of 20 digits trials ("no final report from rank 0").
-        ended = not thread.is_alive()
+        ended = done.is_set()
         state = ray.get(collector.poll.remote(seen, seen_factors, final_since, ended))
         if on_tick:
             on_tick(state["tick"], state["echo_factor"])
@@ -142,7 +172,4 @@ def watch_fit(
         quiet = time.time() - max(state["last_progress"], started)
         if state["final"] is None and quiet > stall_timeout_s:
             raise StallError(stall_message(plan, quiet))
-    if "error" in outcome:
-        raise outcome["error"]
-    state["started_at"] = started
     return state

@@ -7,7 +7,7 @@ import os
 
 import ray
 
-from echoray.runtime.signals import reclaim_sigterm
+from echoray.runtime.signals import deferred_sigterm, reclaim_sigterm
 
 
 def start_ray() -> bool:
@@ -19,14 +19,15 @@ def start_ray() -> bool:
     if ray.is_initialized():
         return False
     address = os.environ.get("RAY_ADDRESS")
-    if address:
-        ray.init(address=address, logging_level=logging.WARNING, log_to_driver=True)
-        started = False
-    else:
-        # The dashboard serves Ray's State API, which Ray Train's placement-group
-        # cleaner polls; without it the cleaner cannot tell a dead controller.
-        ray.init(include_dashboard=True, logging_level=logging.WARNING, log_to_driver=True)
-        started = True
+    with deferred_sigterm():
+        if address:
+            ray.init(address=address, logging_level=logging.WARNING, log_to_driver=True)
+            started = False
+        else:
+            # The dashboard serves Ray's State API, which Ray Train's placement-group
+            # cleaner polls; without it the cleaner cannot tell a dead controller.
+            ray.init(include_dashboard=True, logging_level=logging.WARNING, log_to_driver=True)
+            started = True
     reclaim_sigterm()
     quiet_data()
     return started

@@ -20,10 +20,22 @@ class Terminated(KeyboardInterrupt):
 
 
 _active = False
+_terminated = False
 
 
 def _raise(signum, frame) -> None:
+    from echoray.runtime import stop
+
+    global _terminated
+    stop.request()  # a training thread ends at its next step (runtime/stop.py)
+    _terminated = True
     raise Terminated()
+
+
+def terminated() -> bool:
+    """Whether a SIGTERM arrived during this command: the exit status is 143 even when a
+    library turned the interrupt into its own exception (Tune's fit: SearchInterrupted)."""
+    return _terminated
 
 
 @contextmanager
@@ -40,6 +52,41 @@ def sigterm_interrupts() -> Iterator[None]:
     finally:
         _active = False
         signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def deferred_sigterm() -> Iterator[None]:
+    """Around ray.init while a command runs: a SIGTERM is held until Ray is up, then raised
+    as Terminated (so the CLI's cleanup shuts the half-started Ray down, and the run is
+    not left RUNNING). ray.init would otherwise install its own handlers for the time it
+    connects: `sys.exit(15)`, and, for a local head, one that kills Ray's processes and
+    exits 1 (ray/_private/node.py), which ended 2 of 10 SIGTERMed default runs with exit 1.
+    Outside a command (a library caller) Ray's handlers stay."""
+    import ray._private.utils as ray_utils
+
+    setter = getattr(ray_utils, "set_sigterm_handler", None)
+    if not _active or setter is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+
+    def hold(signum, frame) -> None:
+        from echoray.runtime import stop
+
+        global _terminated
+        stop.request()
+        _terminated = True
+        held.append(signum)
+
+    ray_utils.set_sigterm_handler = lambda handler: None
+    signal.signal(signal.SIGTERM, hold)
+    try:
+        yield
+    finally:
+        ray_utils.set_sigterm_handler = setter
+        signal.signal(signal.SIGTERM, _raise)
+    if held:
+        raise Terminated()
 
 
 def reclaim_sigterm() -> None:

@@ -69,6 +69,7 @@ def _settle_stream(timeout_s: float = 5.0) -> None:
     into the dead core worker, which ended the process with exit code 1 ("The core
     worker has already been shutdown", 2 of 3 default runs). The pulls return within a
     block's time (the executor is still running); collecting then shuts the executor down."""
+    gc.collect()  # an interrupted stream's generators in cycles: collecting sets their stop events
     deadline = time.monotonic() + timeout_s
     for t in threading.enumerate():
         if t.name == "iter_threaded":  # ray/data/_internal/block_batching/util.py
@@ -90,7 +91,10 @@ def _train(cfg: PipelineConfig, idx: SourceIndex, collector, store, ckpt) -> Non
     torch.set_num_threads(max(1, int(cfg.scaling.cpus_per_worker)))
     link = CollectorLink(collector)
     evaluator = make_evaluator(cfg, idx, 0, 1)
-    env = WorkerEnv(0, 1, "cpu", link, Collectives.single(), lambda model: model, evaluator)
+    from echoray.runtime import stop
+
+    env = WorkerEnv(0, 1, "cpu", link, Collectives.single(), lambda model: model, evaluator,
+                    should_stop=stop.requested)
     loop = WorkerLoop(cfg, env, n_train=len(idx.train_ids), channels=idx.channels,
                       num_classes=idx.num_classes, image_size=idx.image_size)
     first_epoch, consumed = read_replay(ckpt) if ckpt is not None else (0, None)

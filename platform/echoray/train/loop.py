@@ -117,6 +117,7 @@ class WorkerEnv:
     wrap_model: Callable[[torch.nn.Module], torch.nn.Module]  # DDP + device (ray.train.torch.prepare_model)
     evaluator: object  # EvalSet-like: evaluate(model, normalize, batch_size) -> (correct, total, tta_correct)
     checkpointer: object | None = None  # train/faults.py Checkpointer; None: no checkpoints
+    should_stop: Callable[[], bool] | None = None  # checked before every step (runtime/stop.py)
 
 
 class WorkerLoop:
@@ -257,6 +258,8 @@ class WorkerLoop:
                 reps = self.repeats(s.batch_index) if self.repeats is not None else 1
                 s.batch_index += 1
             for rep in range(first_rep, reps):
+                if self.env.should_stop is not None and self.env.should_stop():
+                    raise RunAborted("stopped at a step boundary (SIGTERM, Ctrl-C or the driver gave up)")
                 t0 = time.perf_counter()
                 self.step(inputs, labels)
                 fresh = s.fresh.observe(batch["epoch"], batch["sample_id"], batch["echo_copies"]) \

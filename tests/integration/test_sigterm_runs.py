@@ -1,0 +1,55 @@
+"""SIGTERM at random moments of real `echoray` processes attached to the tests' Ray: a
+run trained in process, a Ray Train run and a search. Each ends with exit 143 exactly
+(never -6 or 1), prints the resume command, and leaves its MLflow run(s) KILLED; a run
+keeps its checkpoint folder for --resume. The bulk of the 50+ signals go into real
+training without Ray (tests/unit/test_stop_at_step.py); these are the real processes."""
+
+import json
+import random
+import signal
+import time
+
+import pytest
+import ray
+from mlflow.tracking import MlflowClient
+from test_driver_resume import Driver
+
+TRAIN = ["--set", "train.target=null", "--set", "train.max_epochs=12"]
+KINDS = {
+    "in_process": ["train", "--set", "scaling.in_process=true", *TRAIN],
+    "ray_train": ["train", "--set", "scaling.in_process=false", *TRAIN],
+    "search": ["tune", "pipelines/digits_search.yaml", "--trials", "2", "--set", "train.target=null"],
+}
+
+
+def wait_until(predicate, timeout_s=300):
+    deadline = time.time() + timeout_s
+    while not predicate():
+        assert time.time() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("seed", [0, 1])
+def test_sigterm_at_a_random_moment_exits_143_with_the_run_killed(local_ray, tmp_path, repo, kind, seed):
+    db = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    out = tmp_path / "out"
+    d = Driver([*KINDS[kind], "--set", f"tracking.uri={db}", "--out", str(out)], repo)
+    d.wait_for_line("epoch")  # training has started
+    time.sleep(random.Random(seed).uniform(0.0, 2.0))  # a random moment inside training
+    d.proc.send_signal(signal.SIGTERM)
+    rc = d.finish(timeout_s=300)
+    if rc == 0 and kind != "search":  # the run ended before the signal: nothing to check
+        pytest.skip("the run finished before the signal")
+    assert rc == 143, d.output[-4000:]
+    assert "echoray: interrupted" in d.output
+    if kind != "search":  # a search prints no resume command yet (issue 28: left)
+        assert "--resume" in d.output
+    client = MlflowClient(db)
+    runs = [r for e in client.search_experiments() for r in client.search_runs([e.experiment_id])]
+    assert runs and {r.info.status for r in runs} <= {"KILLED", "FINISHED"}, [r.info.status for r in runs]
+    if kind != "search":
+        state = json.loads((out / "run.json").read_text())
+        assert client.get_run(state["mlflow_run_id"]).info.status == "KILLED"
+        assert not (out / "summary.json").exists()
+    assert ray.is_initialized()  # the tests' Ray outlived the driver
