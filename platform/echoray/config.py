@@ -75,7 +75,7 @@ class TokenizerConfig(Section):
 
 class SourceConfig(Section):
     kind: str = "digits"
-    """Source format (SOURCE_KINDS, or a reader class \"package.module:Reader\"): scikit-learn's bundled digits, CIFAR-10 batches, class-per-folder images, Parquet of encoded images and labels, the MNIST family's IDX files (Fashion-MNIST), or text documents (language models)."""
+    """Source format: digits, cifar10, image_folder, parquet, idx, text (SOURCE_KINDS), or a reader class \"package.module:Reader\". In order: scikit-learn's bundled digits, CIFAR-10 batches, class-per-folder images, Parquet of encoded images and labels, the MNIST family's IDX files (Fashion-MNIST), or text documents (language models)."""
     path: str | None = None
     """Training data: a local folder or file, or a URI pyarrow reads (s3://, gs://); required unless kind is digits."""
     eval_path: str | None = None
@@ -281,7 +281,7 @@ class BatchAugmentationConfig(Section):
 
 class ModelConfig(Section):
     name: str = "small_cnn"
-    """Network: small_cnn, CIFAR ResNets (resnet20-56), resnet50, transformer_lm (source.kind text), or a factory \"package.module:factory\"."""
+    """Network: small_cnn, resnet20, resnet32, resnet44, resnet56, resnet50, transformer_lm (source.kind text) (MODEL_NAMES), or a factory \"package.module:factory\"."""
     width: PositiveInt = 32
     """Base channel width of small_cnn; model width of transformer_lm."""
     layers: PositiveInt = 4
