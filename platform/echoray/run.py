@@ -178,52 +178,13 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
         fit = (_in_process_fit(cfg, idx, collector, storage, keeps_checkpoints, resume) if in_process
                else build_trainer(cfg, idx, plan, use_gpu, collector, storage).fit)
 
-        history: list[dict] = []
-
-        def log_epoch(ev: dict) -> None:
-            logger.log_metrics({k: ev.get(k) for k in (
-                "accuracy", "accuracy_tta", "loss", "lr", "fresh_examples", "trained_examples",
-                "duplicate_batch_fraction", "wait_fraction", *LM_EPOCH_KEYS)}, step=ev["epoch"])
-
-        def on_event(ev: dict) -> None:  # final: no failure can replay it any more
-            history.append(history_row(ev))
-            log_epoch(ev)
-            if hooks.on_epoch:
-                hooks.on_epoch(ev)
-
-        if resume:  # epochs before the checkpoint; log those the dead driver had not logged
-            history.extend(history_row(ev) for ev in resume.history)
-            backfill(resume, logger.logged_steps("loss" if idx.kind == "text" else "accuracy"), log_epoch)
-
-        factor_points = []
-
-        def on_factor(point: dict) -> None:  # echo.factor: auto, e over time
-            factor_points.append(point)
-            logger.log_metrics({"echo_factor": point["factor"], "echo_measured_R": point["measured_R"]},
-                               step=len(factor_points))
-
-        def on_restart(r: dict) -> None:
-            if r["kind"] == "restart":
-                say(f"a worker failed: worker group restarted from the checkpoint of epoch {r['from_epoch']}")
-
-        def on_live(fig: dict) -> None:  # every train.log_every_s inside an epoch
-            say(progress_line(fig))
-            logger.log_metrics(progress_metrics(fig), step=fig["step"])
-
-        live = LiveProgress(epoch_clock(cfg, len(idx.train_ids)), cfg.train.log_every_s, on_live)
-        collected = watch_fit(fit, collector, plan, cfg.train.stall_timeout_s, on_event, on_factor,
-                              on_restart=on_restart, final_since=resume.epoch if resume else 0,
+        events = _RunEvents(logger, hooks, resume, idx)
+        live = LiveProgress(epoch_clock(cfg, len(idx.train_ids)), cfg.train.log_every_s, events.on_live)
+        collected = watch_fit(fit, collector, plan, cfg.train.stall_timeout_s, events.on_event, events.on_factor,
+                              on_restart=events.on_restart, final_since=resume.epoch if resume else 0,
                               on_progress=lambda ev: say(epoch_line(ev)), on_tick=live)
-        final = collected["final"]
-        if final is None:
-            raise RuntimeError("training ended without a final report from rank 0")
-        if cfg.audit.enabled:
-            rows = write_audit(collector, run_dir / "audit.parquet", resume.audit if resume else None)
-            say(f"audit: {rows} rows -> {run_dir / 'audit.parquet'}")
-            logger.log_file(run_dir / "audit.parquet")
-        collected["text"] = text_summary(idx, final)
-        summary = _write_summary(cfg, logger, run_dir, pipeline, run_id, uri, t0, final, collected,
-                                 history, factor_points, resume)
+        summary = _finish(cfg, idx, collector, logger, run_dir, resume, collected, events,
+                          (pipeline, run_id, uri, t0))
         status = "FINISHED"
         return summary
     except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or Tune stopping a trial (sys.exit)
@@ -233,6 +194,64 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
     finally:
         _end_collector(collector, status, in_process)
         logger.end(status)
+
+
+class _RunEvents:
+    """What the driver does with the collector's events: final epochs go to the history, to
+    MLflow and to hooks.on_epoch (a final epoch is never replayed); echo.factor: auto's
+    factor points, worker-group restarts and live progress lines are logged and said. A
+    resumed run starts its history with the epochs before its checkpoint and logs those the
+    dead driver had not logged."""
+
+    def __init__(self, logger: RunLogger, hooks: RunHooks, resume: Resume | None, idx: SourceIndex):
+        self.logger, self.hooks = logger, hooks
+        self.history: list[dict] = []
+        self.factor_points: list[dict] = []
+        if resume:
+            self.history.extend(history_row(ev) for ev in resume.history)
+            backfill(resume, logger.logged_steps("loss" if idx.kind == "text" else "accuracy"), self.log_epoch)
+
+    def log_epoch(self, ev: dict) -> None:
+        self.logger.log_metrics({k: ev.get(k) for k in (
+            "accuracy", "accuracy_tta", "loss", "lr", "fresh_examples", "trained_examples",
+            "duplicate_batch_fraction", "wait_fraction", *LM_EPOCH_KEYS)}, step=ev["epoch"])
+
+    def on_event(self, ev: dict) -> None:
+        self.history.append(history_row(ev))
+        self.log_epoch(ev)
+        if self.hooks.on_epoch:
+            self.hooks.on_epoch(ev)
+
+    def on_factor(self, point: dict) -> None:
+        self.factor_points.append(point)
+        self.logger.log_metrics({"echo_factor": point["factor"], "echo_measured_R": point["measured_R"]},
+                                step=len(self.factor_points))
+
+    @staticmethod
+    def on_restart(r: dict) -> None:
+        if r["kind"] == "restart":
+            say(f"a worker failed: worker group restarted from the checkpoint of epoch {r['from_epoch']}")
+
+    def on_live(self, fig: dict) -> None:  # every train.log_every_s inside an epoch
+        say(progress_line(fig))
+        self.logger.log_metrics(progress_metrics(fig), step=fig["step"])
+
+
+def _finish(cfg: PipelineConfig, idx: SourceIndex, collector, logger: RunLogger, run_dir: Path,
+            resume: Resume | None, collected: dict, events: _RunEvents, where: tuple) -> dict[str, Any]:
+    """After the fit: the audit (when on) and summary.json, from what the collector gathered.
+    `where`: (pipeline, MLflow run id, tracking URI, start time)."""
+    final = collected["final"]
+    if final is None:
+        raise RuntimeError("training ended without a final report from rank 0")
+    if cfg.audit.enabled:
+        rows = write_audit(collector, run_dir / "audit.parquet", resume.audit if resume else None)
+        say(f"audit: {rows} rows -> {run_dir / 'audit.parquet'}")
+        logger.log_file(run_dir / "audit.parquet")
+    collected["text"] = text_summary(idx, final)
+    pipeline, run_id, uri, t0 = where
+    return _write_summary(cfg, logger, run_dir, pipeline, run_id, uri, t0, final, collected,
+                          events.history, events.factor_points, resume)
 
 
 def choose_in_process(cfg: PipelineConfig, use_gpu: bool, local: bool, hooks: RunHooks,

@@ -108,6 +108,8 @@ def test_killed_driver_resumes_into_one_unbroken_run(local_ray, s3, tmp_path, st
 
     b = Driver(["train", "--resume", str(run)], tmp_path)
     b.wait_for_line("resuming")
+    # "resuming" is said when the MLflow run reopens; run.json records the resume just after
+    wait_for(lambda: json.loads((run / "run.json").read_text())["resumes"], "the resume in run.json")
     resumed_from = json.loads((run / "run.json").read_text())["resumes"][0]["from_epoch"]
     assert resumed_from >= 2
     wait_for(lambda: max(logged(client, run_id)) >= resumed_from + 1, "an epoch logged after the resume")
