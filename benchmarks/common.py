@@ -94,11 +94,23 @@ def _git(*args: str) -> str | None:
     return res.stdout.strip() if res.returncode == 0 else None
 
 
-def load_avg(start: tuple[float, float, float] | None = None) -> dict:
+def settled_load(max_load: float = 2.5, timeout_s: float = 120.0, poll_s: float = 5.0) -> tuple:
+    """The load average once its 1-minute value is at most `max_load`, or after `timeout_s`
+    (the last reading, whatever it is). Taken before a part starts and after its Ray has
+    shut down, so that the benchmark's own start-up and shut-down are not read as other
+    work: on the 2-core machine a quiet part's level boundary read 3.5-3.8 (its own Ray
+    Train actors, no other process), while other work keeps the load up and never settles."""
+    deadline = time.monotonic() + timeout_s
+    while os.getloadavg()[0] > max_load and time.monotonic() < deadline:
+        time.sleep(poll_s)
+    return os.getloadavg()
+
+
+def load_avg(start: tuple[float, float, float] | None = None, end: tuple[float, float, float] | None = None) -> dict:
     """The recorded load form: 1-min load average at `start` (default: the benchmark's
-    start) and now, and the 1/5/15-min triples."""
+    start) and at `end` (default: now), and the 1/5/15-min triples."""
     start = tuple(start or START_LOAD)
-    end = os.getloadavg()
+    end = tuple(end or os.getloadavg())
     return {"start": start[0], "end": end[0], "start_1_5_15": list(start), "end_1_5_15": list(end)}
 
 
@@ -114,11 +126,12 @@ def provenance(args=None, **extra) -> dict:
             "saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **extra}
 
 
-def save(name: str, obj: dict, args=None, *, start_load=None, path: Path | None = None, **extra) -> Path:
+def save(name: str, obj: dict, args=None, *, start_load=None, end_load=None, path: Path | None = None,
+         **extra) -> Path:
     """Write RESULTS/NAME.json (or `path`) with the recorded `load_avg` and `provenance`
     (see the module docstring) added at its top level."""
     path = Path(path) if path is not None else RESULTS / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    record = {**obj, "load_avg": load_avg(start_load), "provenance": provenance(args, **extra)}
+    record = {**obj, "load_avg": load_avg(start_load, end_load), "provenance": provenance(args, **extra)}
     path.write_text(json.dumps(record, indent=2, default=str))
     return path

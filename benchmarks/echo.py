@@ -42,7 +42,7 @@ import subprocess
 import time
 
 import common
-from common import RESULTS, load_avg, save, train_in_process
+from common import RESULTS, load_avg, save, settled_load, train_in_process
 from echo_plots import factor_trace, time_vs_factor
 
 CHUNK = 16
@@ -160,7 +160,8 @@ def print_table(level: dict) -> None:
 
 def level_run(target_r: float, seeds: list[int], target: float, epochs: int, factors=FACTORS, args=None,
               name: str = "echo") -> None:
-    t0, load0, uptime0 = time.time(), os.getloadavg(), uptime()
+    load0 = settled_load()  # the previous level's Ray shut down: its load is not other work
+    t0, uptime0 = time.time(), uptime()
     latency, cal = calibrate(target_r)
     runs = []
     for seed in seeds:
@@ -175,7 +176,7 @@ def level_run(target_r: float, seeds: list[int], target: float, epochs: int, fac
              "uptime_before": uptime0, "uptime_after": uptime(),
              "rows": summarise(runs), "runs": runs, "wall_s": time.time() - t0}
     print_table(level)
-    print(f"saved {save(f'{name}_R{target_r:g}', level, args, start_load=load0)}")
+    print(f"saved {save(f'{name}_R{target_r:g}', level, args, start_load=load0, end_load=settled_load())}")
 
 
 def uptime() -> str:
