@@ -30,7 +30,7 @@ import torch
 
 from echoray.config import PipelineConfig
 from echoray.data.augment import output_size
-from echoray.data.batching import pack_unique
+from echoray.data.batching import pack_unique, sample_keys
 from echoray.data.replay import ConsumedLog
 from echoray.echo_plan import EchoPlan
 from echoray.metrics import metric_named
@@ -90,7 +90,7 @@ def check_evals_per_epoch(cfg: PipelineConfig, n_train: int, world: int) -> None
 
 def has_duplicates(batch: dict[str, np.ndarray]) -> bool:
     """Two copies of one (epoch, sample) in one batch: what the shuffle buffer should prevent."""
-    pairs = batch["epoch"].astype(np.int64) * (1 << 40) + batch["sample_id"].astype(np.int64)
+    pairs = sample_keys(batch["epoch"], batch["sample_id"])
     return len(np.unique(pairs)) < len(pairs)
 
 
