@@ -12,6 +12,7 @@ import torch
 
 from echoray.config_load import load_config
 from echoray.data.sources import index_source
+from echoray.records import CheckpointMeta
 from echoray.train.checkpoint import Restored
 from echoray.train.fresh import FreshTracker
 from echoray.train.local_run import (
@@ -169,15 +170,16 @@ def test_restore_from_a_checkpoint_continues_with_exact_counts(stage, factor):
     ref.append(local_loop(cfg, idx, col, checkpointer=ckpt))
     with pytest.raises(Crash):
         ref[0].run(shuffled_batches(preprocessed_blocks(cfg, idx), 32, 256, 7))
-    saved = json.loads(json.dumps({k: ckpt.saved[k] for k in ("loop_state", "rank_state", "history")}))
+    saved = json.loads(json.dumps({k: ckpt.saved[k] for k in ("loop_state", "rank_state")}))
     assert len(saved["rank_state"]["fresh"]["keys"]) > 0  # samples with copies still to come
     loop = local_loop(cfg, idx, col)
     loop.model.load_state_dict(ckpt.saved["model"])
     loop.opt.load_state_dict(ckpt.saved["opt"])
     if factor == "auto":
         assert len(ckpt.saved["pending"]["sample_id"]) > 0  # the pool, saved as the pending rows
-    restored = Restored({"state": saved["loop_state"], "history": saved["history"]}, saved["rank_state"],
-                        ckpt.saved["consumed"], ckpt.saved["pending"])
+    meta = CheckpointMeta(epoch=ckpt.saved["epoch"], steps=ckpt.saved["steps"], start_epoch=0, world_size=1,
+                          state=saved["loop_state"], history=ckpt.saved["history"])
+    restored = Restored(meta, saved["rank_state"], ckpt.saved["consumed"], ckpt.saved["pending"])
     final = loop.run(shuffled_batches(preprocessed_blocks(cfg, idx, 0, ckpt.saved["consumed"]), 32, 256, 8), restored)
     audit = col.audit_columns()
     rows = list(zip(audit["epoch"].tolist(), audit["sample_id"].tolist(), audit["view"].tolist(), strict=True))

@@ -20,6 +20,7 @@ import ray
 from echoray.config import PipelineConfig
 from echoray.data.replay import ConsumedLog, expected_rows, first_open_epoch
 from echoray.data.sources import SourceError, SourceIndex
+from echoray.records import CheckpointMeta, EpochRecord
 from echoray.train import checkpoint
 from echoray.train.evaluate import all_reduce_ints
 
@@ -87,16 +88,16 @@ class Checkpointer:
         self.start = all_reduce_ints([start])[0]  # rank 0's decision, the same on every rank
         return self.start
 
-    def save(self, *, model, opt, epoch: int, steps: int, loop_state: dict[str, Any], history: list[dict],
+    def save(self, *, model, opt, epoch: int, steps: int, loop_state: dict[str, Any], history: list[EpochRecord],
              rank_state: dict[str, Any], pending: dict[str, np.ndarray] | None,
              audit: dict[str, np.ndarray] | None = None) -> None:
         start = self._start_epoch()
         keys = self.consumed.keep_from(start)
         meta = None
         if self.rank == 0:
-            meta = {"epoch": epoch, "steps": steps, "start_epoch": start, "world_size": self.world,
-                    "state": loop_state, "history": history, "saved_at": time.time(),
-                    "echo_factor": ray.get(self.collector.echo_factor.remote())}
+            meta = CheckpointMeta(epoch=epoch, steps=steps, start_epoch=start, world_size=self.world,
+                                  state=loop_state, history=list(history), saved_at=time.time(),
+                                  echo_factor=ray.get(self.collector.echo_factor.remote()))
         local = checkpoint.write(self.rank, model, opt, meta, rank_state, keys, pending, audit)
         self.sink({"epoch": epoch, "steps": steps, "start_epoch": start}, local)
         self.last_saved = time.monotonic()
@@ -114,7 +115,7 @@ def restore_loop(ckpt, link, rank: int, world: int, model, opt):
         return None
     r = checkpoint.restore(ckpt, rank, world, model, opt)
     if rank == 0:
-        origin = link.ask("attempt_started", r.meta["epoch"], r.meta["steps"])
+        origin = link.ask("attempt_started", r.meta.epoch, r.meta.steps)
         if origin != ckpt.path:
             raise RuntimeError(f"the training stream was built for checkpoint {origin}, "
                                f"but Ray Train restored {ckpt.path}")

@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from echoray.records import EpochRecord
 from echoray.train.accounting import Counters
 from echoray.train.fresh import FreshTracker
 
@@ -34,7 +35,7 @@ class LoopState:
     epoch: int = _f(0, RUN)
     best: float = _f(0.0, RUN)
     acc: float = _f(math.nan, RUN)
-    to_target: dict | None = _f(None, RUN)  # the epoch record that reached the target
+    to_target: EpochRecord | None = _f(None, RUN)  # the evaluation that reached the target
     reason: str = _f("max_epochs of data consumed", RUN)
     eval_step: int = _f(0, RUN)  # counters.steps at the last evaluation
     eval_s: float = _f(0.0, RUN)
@@ -73,6 +74,8 @@ class LoopState:
             values[f.name] = part[f.name]
         values["counters"] = Counters(**values["counters"])
         values["fresh"] = FreshTracker.from_state(values["fresh"])
+        if values["to_target"] is not None:
+            values["to_target"] = EpochRecord.from_dict(values["to_target"])
         return cls(**values)
 
 
@@ -81,4 +84,6 @@ def _encode(value: Any) -> Any:
         return dataclasses.asdict(value)
     if isinstance(value, FreshTracker):
         return value.to_state()
+    if isinstance(value, EpochRecord):
+        return value.to_dict()
     return value

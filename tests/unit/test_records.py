@@ -1,0 +1,84 @@
+"""The typed records (echoray/records.py): their dict forms round-trip exactly, keep the
+keys and order the driver, MLflow and earlier checkpoints use, and a meta.json written
+by the code before the records existed is read as it was."""
+
+import json
+
+import pytest
+from ray.train import Checkpoint
+
+from echoray.records import CheckpointMeta, EpochRecord, FinalRecord
+from echoray.train.checkpoint import read_meta, read_replay
+from echoray.train.loop_state import LoopState
+
+# An epoch record as train/loop.py sent it before the records existed (image run).
+IMAGE_EVENT = {
+    "epoch": 2, "data_epochs": 1.0, "step": 12, "accuracy": 0.75, "metric": 0.75, "loss": 1.25,
+    "lr": 0.05, "accuracy_tta": None, "fresh_examples": 384, "trained_examples": 768,
+    "trained_samples": 384, "duplicate_batch_fraction": 0.0, "elapsed_s": 3.5, "time": 1764590000.5,
+    "train_s": 2.5, "wait_fraction": 0.125,
+}
+# ... and a language model's: two scores, and the fresh tokens after the trained samples.
+TEXT_EVENT = {
+    "epoch": 1, "data_epochs": 0.5, "step": 4, "bits_per_byte": 3.25, "perplexity": 9.5, "metric": 3.25,
+    "loss": 2.25, "lr": 0.001, "accuracy_tta": None, "fresh_examples": 32, "trained_examples": 64,
+    "trained_samples": 32, "fresh_tokens": 4096, "duplicate_batch_fraction": 0.0, "elapsed_s": 1.5,
+    "time": 1764590001.0, "train_s": 1.0, "wait_fraction": 0.5,
+}
+# meta.json as train/faults.py Checkpointer.save wrote it at commit a22591d (json.dumps of its dict).
+OLD_META_JSON = json.dumps({
+    "epoch": 2, "steps": 12, "start_epoch": 1, "world_size": 2,
+    "state": {"epoch": 2, "best": 0.75, "acc": 0.75, "to_target": IMAGE_EVENT, "reason": "target reached",
+              "eval_step": 12, "eval_s": 0.5, "elapsed_s": 3.5, "train_s": 2.5},
+    "history": [{**IMAGE_EVENT, "epoch": 1, "data_epochs": 0.5, "step": 6, "accuracy": 0.5, "metric": 0.5},
+                IMAGE_EVENT],
+    "saved_at": 1764590002.0, "echo_factor": 2.5,
+})
+
+
+@pytest.mark.parametrize("event", [IMAGE_EVENT, TEXT_EVENT], ids=["image", "text"])
+def test_an_epoch_record_reads_and_writes_the_dict_it_was(event):
+    record = EpochRecord.from_dict(event)
+    assert record.scores == {k: event[k] for k in ("accuracy", "bits_per_byte", "perplexity") if k in event}
+    assert record.fresh_tokens == event.get("fresh_tokens")
+    assert list(record.to_dict().items()) == list(event.items())  # same keys, values and order
+    assert EpochRecord.from_dict(record.to_dict()) == record
+
+
+def test_an_epoch_record_missing_a_field_names_it():
+    with pytest.raises(KeyError, match="'loss'"):
+        EpochRecord.from_dict({k: v for k, v in IMAGE_EVENT.items() if k != "loss"})
+
+
+def test_a_final_record_round_trips_with_its_target_record():
+    final = FinalRecord(
+        epochs=2, data_epochs=1.0, steps=12, fresh_examples=384, trained_examples=768, trained_samples=384,
+        best_accuracy=0.75, last_accuracy=0.75, best_metric=0.75, last_metric=0.75,
+        to_target=EpochRecord.from_dict(IMAGE_EVENT), stop_reason="target reached", world_size=1,
+        wait_s=0.25, step_s=2.0, device="cpu", duplicate_batch_fraction=0.0, loop_s=2.5, eval_s=0.5,
+        precision="fp32", peak_device_bytes=None)
+    d = final.to_dict()
+    assert d["to_target"] == IMAGE_EVENT and d["steps"] == 12 and d["stop_reason"] == "target reached"
+    assert FinalRecord.from_dict(json.loads(json.dumps(d))) == final
+    assert FinalRecord.from_dict({**d, "to_target": None}).to_target is None
+
+
+def test_checkpoint_meta_round_trips_through_json():
+    meta = CheckpointMeta.from_dict(json.loads(OLD_META_JSON))
+    again = CheckpointMeta.from_dict(json.loads(json.dumps(meta.to_dict())))
+    assert again == meta and meta.to_dict() == json.loads(OLD_META_JSON)
+
+
+def test_a_meta_json_written_before_the_records_is_read_by_every_reader(tmp_path):
+    (tmp_path / "meta.json").write_text(OLD_META_JSON)
+    ckpt = Checkpoint.from_directory(str(tmp_path))
+    meta = read_meta(ckpt)
+    assert (meta.epoch, meta.steps, meta.start_epoch, meta.world_size, meta.echo_factor) == (2, 12, 1, 2, 2.5)
+    assert [r.epoch for r in meta.history] == [1, 2] and [r.metric for r in meta.history] == [0.5, 0.75]
+    assert meta.history[1].to_dict() == IMAGE_EVENT
+    assert read_replay(ckpt) == (1, {})
+    # the loop's run part, with the record that reached the target, comes back as it was saved
+    rank_part = LoopState().to_checkpoint()[1]
+    state = LoopState.from_checkpoint(meta.state, rank_part)
+    assert state.to_target == EpochRecord.from_dict(IMAGE_EVENT) and state.reason == "target reached"
+    assert state.to_checkpoint()[0] == json.loads(OLD_META_JSON)["state"]
