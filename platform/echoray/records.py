@@ -16,6 +16,12 @@ the keys are the same). `from_dict(r.to_dict()) == r` for every record here
 - CheckpointMeta: a checkpoint's meta.json (train/faults.py writes it, everything that
   restores or resumes reads it).
 - PendingBatch: a batch whose batch-echo repeats a checkpoint cut short.
+
+Names say what they count where the dict keys, kept for the files, MLflow and the
+driver, do not: "epoch" in an epoch record is the evaluation's index (`eval_index`),
+"epochs" and a checkpoint's "epoch" are evaluations done (`evals`), a checkpoint's
+"start_epoch" is a read-plan pass (`first_open_pass`); `data_epochs` are epochs of
+fresh data.
 """
 
 from __future__ import annotations
@@ -44,7 +50,7 @@ class EpochRecord:
     language model's `bits_per_byte` and `perplexity`); the dict form puts them at the
     top level after `step`, as MLflow and the run summary read them."""
 
-    epoch: int  # evaluation index, 1-based (train.evals_per_epoch per data epoch)
+    eval_index: int  # key "epoch": 1-based, train.evals_per_epoch of them per data epoch
     data_epochs: float  # epoch / train.evals_per_epoch
     step: int  # optimizer steps so far
     scores: dict[str, float]
@@ -63,7 +69,7 @@ class EpochRecord:
     fresh_tokens: int | None = None  # text: fresh_examples x source.seq_len (predicted tokens)
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"epoch": self.epoch, "data_epochs": self.data_epochs, "step": self.step,
+        d: dict[str, Any] = {"epoch": self.eval_index, "data_epochs": self.data_epochs, "step": self.step,
                              **self.scores}
         for f in _FIELDS_AFTER_SCORES:
             if f == "fresh_tokens":
@@ -75,12 +81,12 @@ class EpochRecord:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EpochRecord:
-        named = {f.name for f in dataclasses.fields(cls)} - {"scores"}
+        named = {"epoch", "data_epochs", "step", *_FIELDS_AFTER_SCORES}
         missing = named - set(d) - {"fresh_tokens"}
         if missing:
             raise KeyError(f"epoch record lacks {sorted(missing)}")
-        return cls(scores={k: v for k, v in d.items() if k not in named},
-                   **{k: v for k, v in d.items() if k in named})
+        return cls(eval_index=d["epoch"], scores={k: v for k, v in d.items() if k not in named},
+                   **{k: v for k, v in d.items() if k in named and k != "epoch"})
 
 
 # The dict order of an epoch record after its scores (the order it always had).
@@ -93,7 +99,7 @@ _FIELDS_AFTER_SCORES = ("metric", "loss", "lr", "accuracy_tta", "fresh_examples"
 class FinalRecord:
     """Rank 0's record at the end of an attempt (all ranks' counts summed)."""
 
-    epochs: int  # evaluations
+    evals: int  # key "epochs": evaluations done
     data_epochs: float
     steps: int
     fresh_examples: int
@@ -116,23 +122,24 @@ class FinalRecord:
     peak_device_bytes: int | None  # CUDA only
 
     def to_dict(self) -> dict[str, Any]:
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d = {("epochs" if f.name == "evals" else f.name): getattr(self, f.name) for f in dataclasses.fields(self)}
         d["to_target"] = self.to_target.to_dict() if self.to_target is not None else None
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> FinalRecord:
-        hit = d.get("to_target")
-        return cls(**{**d, "to_target": EpochRecord.from_dict(hit) if hit is not None else None})
+        values = {("evals" if k == "epochs" else k): v for k, v in d.items()}
+        hit = values["to_target"]
+        return cls(**{**values, "to_target": EpochRecord.from_dict(hit) if hit is not None else None})
 
 
 @dataclass
 class CheckpointMeta:
     """meta.json of a checkpoint (rank 0 writes it)."""
 
-    epoch: int  # evaluations done
+    evals: int  # key "epoch": evaluations done
     steps: int
-    start_epoch: int  # the first read-plan pass not wholly consumed (replayed on restore)
+    first_open_pass: int  # key "start_epoch": the first read-plan pass not wholly consumed (replayed)
     world_size: int
     state: dict[str, Any]  # LoopState's run part (train/loop_state.py owns its form)
     history: list[EpochRecord] = field(default_factory=list)  # rank 0's records so far
@@ -140,14 +147,14 @@ class CheckpointMeta:
     echo_factor: float | None = None  # the collector's live factor (echo.factor: auto)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"epoch": self.epoch, "steps": self.steps, "start_epoch": self.start_epoch,
+        return {"epoch": self.evals, "steps": self.steps, "start_epoch": self.first_open_pass,
                 "world_size": self.world_size, "state": self.state,
                 "history": [r.to_dict() for r in self.history], "saved_at": self.saved_at,
                 "echo_factor": self.echo_factor}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> CheckpointMeta:
-        return cls(epoch=int(d["epoch"]), steps=int(d["steps"]), start_epoch=int(d["start_epoch"]),
+        return cls(evals=int(d["epoch"]), steps=int(d["steps"]), first_open_pass=int(d["start_epoch"]),
                    world_size=int(d["world_size"]), state=d["state"],
                    history=[EpochRecord.from_dict(r) for r in d.get("history", [])],
                    saved_at=d.get("saved_at"), echo_factor=d.get("echo_factor"))

@@ -43,7 +43,7 @@ class Resume:
 
     @property
     def epoch(self) -> int:
-        return self.meta.epoch if self.meta is not None else 0
+        return self.meta.evals if self.meta is not None else 0
 
     @property
     def history(self) -> list[dict[str, Any]]:
@@ -53,7 +53,7 @@ class Resume:
     def collector_seed(self) -> dict[str, Any] | None:
         if self.checkpoint is None or self.meta is None:
             return None
-        return {"checkpoint": self.checkpoint, "epoch": self.meta.epoch, "start_epoch": self.meta.start_epoch,
+        return {"checkpoint": self.checkpoint, "epoch": self.meta.evals, "start_epoch": self.meta.first_open_pass,
                 "steps": self.meta.steps, "echo_factor": self.meta.echo_factor}
 
 

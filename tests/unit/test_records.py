@@ -52,13 +52,14 @@ def test_an_epoch_record_missing_a_field_names_it():
 
 def test_a_final_record_round_trips_with_its_target_record():
     final = FinalRecord(
-        epochs=2, data_epochs=1.0, steps=12, fresh_examples=384, trained_examples=768, trained_samples=384,
+        evals=2, data_epochs=1.0, steps=12, fresh_examples=384, trained_examples=768, trained_samples=384,
         best_accuracy=0.75, last_accuracy=0.75, best_metric=0.75, last_metric=0.75,
         to_target=EpochRecord.from_dict(IMAGE_EVENT), stop_reason="target reached", world_size=1,
         wait_s=0.25, step_s=2.0, device="cpu", duplicate_batch_fraction=0.0, loop_s=2.5, eval_s=0.5,
         precision="fp32", peak_device_bytes=None)
     d = final.to_dict()
     assert d["to_target"] == IMAGE_EVENT and d["steps"] == 12 and d["stop_reason"] == "target reached"
+    assert d["epochs"] == 2 and "evals" not in d  # the key the summary and MLflow read
     assert FinalRecord.from_dict(json.loads(json.dumps(d))) == final
     assert FinalRecord.from_dict({**d, "to_target": None}).to_target is None
 
@@ -73,8 +74,8 @@ def test_a_meta_json_written_before_the_records_is_read_by_every_reader(tmp_path
     (tmp_path / "meta.json").write_text(OLD_META_JSON)
     ckpt = Checkpoint.from_directory(str(tmp_path))
     meta = read_meta(ckpt)
-    assert (meta.epoch, meta.steps, meta.start_epoch, meta.world_size, meta.echo_factor) == (2, 12, 1, 2, 2.5)
-    assert [r.epoch for r in meta.history] == [1, 2] and [r.metric for r in meta.history] == [0.5, 0.75]
+    assert (meta.evals, meta.steps, meta.first_open_pass, meta.world_size, meta.echo_factor) == (2, 12, 1, 2, 2.5)
+    assert [r.eval_index for r in meta.history] == [1, 2] and [r.metric for r in meta.history] == [0.5, 0.75]
     assert meta.history[1].to_dict() == IMAGE_EVENT
     assert read_replay(ckpt) == (1, {})
     # the loop's run part, with the record that reached the target, comes back as it was saved

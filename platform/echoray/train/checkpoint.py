@@ -109,7 +109,7 @@ def _meta(d: Path) -> CheckpointMeta:
 def read_replay(checkpoint) -> tuple[int, dict[int, np.ndarray]]:
     """(first plan epoch to read again, rows of the open epochs already consumed)."""
     with checkpoint.as_directory() as d:
-        return _meta(Path(d)).start_epoch, _consumed(Path(d))
+        return _meta(Path(d)).first_open_pass, _consumed(Path(d))
 
 
 def read_audit(checkpoint) -> list[dict[str, np.ndarray]]:

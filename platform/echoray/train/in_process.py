@@ -111,7 +111,7 @@ def _train(cfg: PipelineConfig, idx: SourceIndex, collector, store, ckpt) -> Non
                 link.ask("committed", store.save(metrics, local_dir), metrics)
 
             env.checkpointer = Checkpointer(cfg, idx, collector, 0, 1, loop.consumed,
-                                            restored.meta.start_epoch if restored else 0, sink=keep)
+                                            restored.meta.first_open_pass if restored else 0, sink=keep)
         loop.finish(loop.train(loop.input_batches(batches if loop.reads else None)))
     finally:
         batches.close()

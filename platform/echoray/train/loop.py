@@ -50,8 +50,7 @@ from echoray.train.early_stream import batch_stream, shuffle_buffer_rows  # noqa
 from echoray.train.evaluate import Normalizer
 from echoray.train.faults import RunAborted
 from echoray.train.ghost_bn import use_ghost_batch_norm
-from echoray.train.groups import rank_layout
-from echoray.train.groups import steps_per_epoch as steps_per_shard_epoch
+from echoray.train.groups import rank_layout, steps_per_shard_epoch
 from echoray.train.loop_state import LoopState
 from echoray.train.models import build_model
 from echoray.train.optim import build_optimizer, lr_multiplier, set_lr
@@ -60,9 +59,10 @@ from echoray.train.worker_link import BatchEchoDraws, Collectives, FreshClock
 HEARTBEAT_S = 0.5
 
 
-def steps_per_epoch(cfg: PipelineConfig, num_train: int, world: int) -> int:
-    """Optimizer steps per epoch of fresh data for `world` workers (train/groups.py: a
-    grouped run's W/M groups read disjoint shards; a group's members step together)."""
+def steps_per_data_epoch(cfg: PipelineConfig, num_train: int, world: int) -> int:
+    """Optimizer steps per data epoch (an epoch of fresh data) of a run of `world` workers
+    (train/groups.py: a grouped run's W/M groups read disjoint shards; a group's members
+    step together)."""
     ba = cfg.batch_augmentation
     readers = rank_layout(0, world, ba.copies, ba.mode).readers
     return steps_per_shard_epoch(cfg.echo.stage, cfg.echo.factor, cfg.train.batch_size, num_train, readers)
@@ -140,7 +140,7 @@ class WorkerLoop:
         on_worker = cfg.preprocess.augment.on == "worker"
         self.ops = cfg.preprocess.augment.ops if on_worker else []
         self.views_on_worker = on_worker or self.copies > 1
-        self.spe = steps_per_epoch(cfg, n_train, self.world)
+        self.spe = steps_per_data_epoch(cfg, n_train, self.world)
         check_evals_per_epoch(cfg, n_train, self.world)
         self.evals_per_epoch = cfg.train.evals_per_epoch
         self.state = LoopState()
@@ -273,7 +273,7 @@ class WorkerLoop:
                 if self.epoch_due():
                     if self.evaluate():
                         return True
-                    if self.env.checkpointer is not None and self.env.checkpointer.due(s.epoch):
+                    if self.env.checkpointer is not None and self.env.checkpointer.due(s.evals):
                         self.save_checkpoint(PendingBatch(batch, rep + 1, reps) if rep + 1 < reps else None)
             t_wait = time.perf_counter()
         return False
@@ -347,7 +347,7 @@ class WorkerLoop:
         c = self.state.counters
         if self.clock is None:
             return eval_due_at_step(c.steps, self.spe, self.evals_per_epoch)
-        return self.clock.due(c.steps, self.state.epoch, c.fresh)
+        return self.clock.due(c.steps, self.state.evals, c.fresh)
 
     # --- evaluation, checkpoints, the end ---
     def global_counts(self) -> tuple[int, int, int, int, int]:
@@ -362,7 +362,7 @@ class WorkerLoop:
     def evaluate(self) -> bool:
         """Score the held-out split, record the epoch, decide together whether to stop."""
         s, cfg = self.state, self.cfg
-        s.epoch += 1
+        s.evals += 1
         s.eval_step = s.counters.steps
         t_eval = time.perf_counter()
         with self.precision.autocast():
@@ -371,17 +371,17 @@ class WorkerLoop:
         fresh_all, trained_all, samples_all, dups, nb = self.global_counts()
         scores, tta = held_out_scores(scored, cfg.batch_augmentation.tta_views)
         value = scores[self.metric.name]
-        s.acc, s.best = value, self.metric.better(s.best if s.epoch > 1 else self.metric.worst, value)
+        s.acc, s.best = value, self.metric.better(s.best if s.evals > 1 else self.metric.worst, value)
         c = s.counters
         record = EpochRecord(
-            epoch=s.epoch, data_epochs=s.epoch / self.evals_per_epoch, step=c.steps, scores=scores,
+            eval_index=s.evals, data_epochs=s.evals / self.evals_per_epoch, step=c.steps, scores=scores,
             metric=value, loss=self.loss.take_mean(), lr=self.opt.param_groups[0]["lr"], accuracy_tta=tta,
             fresh_examples=fresh_all, trained_examples=trained_all, trained_samples=samples_all,
             duplicate_batch_fraction=dups / max(nb, 1), elapsed_s=time.time() - self.t_start, time=time.time(),
             train_s=self.train_s(), wait_fraction=c.wait_s / max(c.wait_s + c.step_s, 1e-9),
             fresh_tokens=fresh_all * cfg.source.seq_len if self.text else None)  # predicted tokens
         if not math.isfinite(record.loss):  # NaN weights: every later epoch would be wasted
-            raise FloatingPointError(f"training diverged: mean loss {record.loss} in epoch {s.epoch} "
+            raise FloatingPointError(f"training diverged: mean loss {record.loss} in epoch {s.evals} "
                                      f"(optimizer.lr={cfg.optimizer.lr}); lower optimizer.lr")
         stop = True
         if self.metric.reached(value, cfg.train.target):
@@ -405,7 +405,7 @@ class WorkerLoop:
             next_rep=pending.next_repeat if pending else 0, reps=pending.repeats if pending else 0,
             amp_scaler=self.precision.state_dict())
         self.env.checkpointer.save(
-            model=self.model, opt=self.opt, epoch=s.epoch, steps=s.counters.steps, history=self.history,
+            model=self.model, opt=self.opt, evals=s.evals, steps=s.counters.steps, history=self.history,
             loop_state=run_part, rank_state=rank_part, pending=pending.batch if pending else pool,
             audit=self.audit.take_for_checkpoint())
 
@@ -428,7 +428,7 @@ class WorkerLoop:
         if self.rank == 0:
             accuracy = self.metric.name == "accuracy"
             final = FinalRecord(
-                epochs=s.epoch, data_epochs=s.epoch / self.evals_per_epoch, steps=c.steps,
+                evals=s.evals, data_epochs=s.evals / self.evals_per_epoch, steps=c.steps,
                 fresh_examples=fresh_all, trained_examples=trained_all, trained_samples=samples_all,
                 best_accuracy=s.best if accuracy else None, last_accuracy=s.acc if accuracy else None,
                 best_metric=s.best, last_metric=s.acc, to_target=s.to_target, stop_reason=s.reason,
@@ -478,7 +478,7 @@ def run_worker(config: dict, started=None) -> None:
     restored = restore_loop(ray.train.get_checkpoint(), link, rank, world, loop.model, loop.opt)
     loop.restore(restored)
     env.checkpointer = Checkpointer(cfg, idx, config["collector"], rank, world, loop.consumed,
-                                    restored.meta.start_epoch if restored else 0)
+                                    restored.meta.first_open_pass if restored else 0)
     source = None
     if loop.reads:
         source = started or batch_stream(ray.train.get_dataset_shard("train"), cfg, loop.group)

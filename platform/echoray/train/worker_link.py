@@ -135,12 +135,12 @@ class FreshClock:
         self.next_check = 0
         self.checks = 0
 
-    def due(self, steps: int, epoch: int, local_fresh: int) -> bool:
+    def due(self, steps: int, evals: int, local_fresh: int) -> bool:
         if steps < self.next_check:
             return False
         self.checks += 1
         (total,) = self.all_reduce([local_fresh])
-        target = -(-(epoch + 1) * self.n_train // self.per_epoch)
+        target = -(-(evals + 1) * self.n_train // self.per_epoch)
         if total >= target:
             self.next_check = steps + 1
             return True
