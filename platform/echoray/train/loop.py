@@ -54,6 +54,7 @@ from echoray.train.groups import rank_layout, steps_per_shard_epoch
 from echoray.train.loop_state import LoopState
 from echoray.train.models import build_model
 from echoray.train.optim import build_optimizer, lr_multiplier, set_lr
+from echoray.train.ports import CheckpointPort, CollectorPort, EvaluatorPort
 from echoray.train.worker_link import BatchEchoDraws, Collectives, FreshClock
 
 HEARTBEAT_S = 0.5
@@ -113,11 +114,11 @@ class WorkerEnv:
     rank: int
     world: int
     device: torch.device
-    link: object  # CollectorLink or LocalLink (train/worker_link.py)
+    link: CollectorPort  # CollectorLink or LocalLink (train/worker_link.py)
     comm: Collectives
     wrap_model: Callable[[torch.nn.Module], torch.nn.Module]  # DDP + device (ray.train.torch.prepare_model)
-    evaluator: object  # EvalSet-like: evaluate(model, normalize, batch_size) -> (correct, total, tta_correct)
-    checkpointer: object | None = None  # train/faults.py Checkpointer; None: no checkpoints
+    evaluator: EvaluatorPort  # train/evaluate.py EvalSet, train/lm_eval.py TextEvalSet
+    checkpointer: CheckpointPort | None = None  # train/faults.py Checkpointer; None: no checkpoints
     should_stop: Callable[[], bool] | None = None  # checked before every step (runtime/stop.py)
 
 
