@@ -123,6 +123,8 @@ def _ray_train_checkpoints(resume: Resume, train_run_name: str) -> list:
     from ray.train import Result
 
     fs, path = open_location(resume.storage, "train.storage_path")
+    # Ray Train's snapshot file name, the check Result.from_path makes itself: it reports "no
+    # checkpoint registered yet" only as a bare RuntimeError's message, a type other failures share.
     snapshot = fs.get_file_info(f"{path}/{train_run_name}/checkpoint_manager_snapshot.json")
     if snapshot.type != pafs.FileType.File:
         return []

@@ -49,7 +49,9 @@ def _unwrap(model):
 
 def quiet_report_log() -> None:
     """Ray Train logs a line per report (checkpoint) at INFO from a logger named after its
-    file, which RunConfig(logging_config) does not reach; keep the console to our lines."""
+    file, which RunConfig(logging_config) does not reach; keep the console to our lines.
+    Ray internal: the logger's name is that file's path (ray/train/v2/_internal/execution/
+    context.py, `logging.getLogger(__file__)`), outside the `ray.train` logger tree."""
     try:
         from ray.train.v2._internal.execution import context
 
