@@ -47,8 +47,13 @@ class Heartbeat:
 @dataclass
 class EpochRecord:
     """One evaluation. `scores` are the evaluator's metrics by name (`accuracy`, or a
-    language model's `bits_per_byte` and `perplexity`); the dict form puts them at the
-    top level after `step`, as MLflow and the run summary read them."""
+    language model's `eval_loss`, `perplexity` and `bits_per_byte`); the dict form puts
+    them at the top level after `step`, as MLflow and the run summary read them.
+
+    The record grew keys over time (`metric`, `data_epochs`, `trained_samples`, ...), and
+    a checkpoint keeps the records of its run as they were written: `from_dict` reads one
+    that lacks a key as None and notes the key in `absent`, and `to_dict` leaves it out
+    again, so a resumed run hands the driver its old records unchanged."""
 
     eval_index: int  # key "epoch": 1-based, train.evals_per_epoch of them per data epoch
     data_epochs: float  # epoch / train.evals_per_epoch
@@ -67,32 +72,36 @@ class EpochRecord:
     train_s: float
     wait_fraction: float
     fresh_tokens: int | None = None  # text: fresh_examples x source.seq_len (predicted tokens)
+    absent: frozenset[str] = frozenset()  # keys an older record lacked (see above)
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"epoch": self.eval_index, "data_epochs": self.data_epochs, "step": self.step,
-                             **self.scores}
-        for f in _FIELDS_AFTER_SCORES:
-            if f == "fresh_tokens":
-                if self.fresh_tokens is not None:
-                    d[f] = self.fresh_tokens
-            else:
-                d[f] = getattr(self, f)
+        d: dict[str, Any] = {"epoch": self.eval_index}
+        for key in _KEYS_BEFORE_SCORES[1:]:
+            if key not in self.absent:
+                d[key] = getattr(self, key)
+        d.update(self.scores)
+        for key in _KEYS_AFTER_SCORES:
+            if key not in self.absent and not (key == "fresh_tokens" and self.fresh_tokens is None):
+                d[key] = getattr(self, key)
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> EpochRecord:
-        named = {"epoch", "data_epochs", "step", *_FIELDS_AFTER_SCORES}
-        missing = named - set(d) - {"fresh_tokens"}
-        if missing:
-            raise KeyError(f"epoch record lacks {sorted(missing)}")
+        """The record of `d` (KeyError without "epoch"); keys it does not name are scores."""
+        named = {*_KEYS_BEFORE_SCORES, *_KEYS_AFTER_SCORES}
+        if "epoch" not in d:
+            raise KeyError(f"an epoch record needs its 'epoch' (the evaluation's index): {sorted(d)}")
+        absent = frozenset(named - set(d) - {"fresh_tokens"})
         return cls(eval_index=d["epoch"], scores={k: v for k, v in d.items() if k not in named},
-                   **{k: v for k, v in d.items() if k in named and k != "epoch"})
+                   **{k: None for k in absent},
+                   **{k: v for k, v in d.items() if k in named and k != "epoch"}, absent=absent)
 
 
-# The dict order of an epoch record after its scores (the order it always had).
-_FIELDS_AFTER_SCORES = ("metric", "loss", "lr", "accuracy_tta", "fresh_examples", "trained_examples",
-                        "trained_samples", "fresh_tokens", "duplicate_batch_fraction", "elapsed_s", "time",
-                        "train_s", "wait_fraction")
+# The dict order of an epoch record around its scores (the order it always had).
+_KEYS_BEFORE_SCORES = ("epoch", "data_epochs", "step")
+_KEYS_AFTER_SCORES = ("metric", "loss", "lr", "accuracy_tta", "fresh_examples", "trained_examples",
+                      "trained_samples", "fresh_tokens", "duplicate_batch_fraction", "elapsed_s", "time",
+                      "train_s", "wait_fraction")
 
 
 @dataclass
