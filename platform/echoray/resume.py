@@ -19,6 +19,7 @@ from typing import Any
 
 from echoray.config import PipelineConfig
 from echoray.config_load import ConfigError, load_config
+from echoray.records import CheckpointMeta
 from echoray.storage import StorageError, is_uri, open_location
 
 RUN_STATE = "run.json"
@@ -37,22 +38,23 @@ class Resume:
     # and keeps its checkpoints in a CheckpointStore; a run resumes the way it started.
     trainer: str = "ray_train"
     checkpoint: Any = None  # ray.train.Checkpoint, or None: no checkpoint yet, start over
-    meta: dict[str, Any] = field(default_factory=dict)  # the checkpoint's meta.json
+    meta: CheckpointMeta | None = None  # the checkpoint's meta.json
     audit: list[dict[str, Any]] = field(default_factory=list)  # audit rows up to the checkpoint
 
     @property
     def epoch(self) -> int:
-        return int(self.meta.get("epoch", 0))
+        return self.meta.evals if self.meta is not None else 0
 
     @property
     def history(self) -> list[dict[str, Any]]:
-        return list(self.meta.get("history", []))
+        """The checkpoint's epoch records as the driver logs them (dicts)."""
+        return [r.to_dict() for r in self.meta.history] if self.meta is not None else []
 
     def collector_seed(self) -> dict[str, Any] | None:
-        if self.checkpoint is None:
+        if self.checkpoint is None or self.meta is None:
             return None
-        return {"checkpoint": self.checkpoint, "epoch": self.epoch, "start_epoch": self.meta["start_epoch"],
-                "steps": self.meta["steps"], "echo_factor": self.meta.get("echo_factor")}
+        return {"checkpoint": self.checkpoint, "epoch": self.meta.evals, "start_epoch": self.meta.first_open_pass,
+                "steps": self.meta.steps, "echo_factor": self.meta.echo_factor}
 
 
 def write_run_state(run_dir: Path, *, mlflow_run_id: str, tracking_uri: str, pipeline: str,
@@ -121,6 +123,8 @@ def _ray_train_checkpoints(resume: Resume, train_run_name: str) -> list:
     from ray.train import Result
 
     fs, path = open_location(resume.storage, "train.storage_path")
+    # Ray Train's snapshot file name, the check Result.from_path makes itself: it reports "no
+    # checkpoint registered yet" only as a bare RuntimeError's message, a type other failures share.
     snapshot = fs.get_file_info(f"{path}/{train_run_name}/checkpoint_manager_snapshot.json")
     if snapshot.type != pafs.FileType.File:
         return []

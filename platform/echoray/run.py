@@ -103,9 +103,9 @@ def epoch_line(ev: dict[str, Any]) -> str:
 def epoch_clock(cfg: PipelineConfig, n_train: int) -> EpochClock:
     """Where the workers end an epoch (train/loop.py's rule, seen from the driver)."""
     from echoray.echo_plan import EchoPlan
-    from echoray.train.loop import steps_per_epoch
+    from echoray.train.loop import steps_per_data_epoch
 
-    return EpochClock(steps_per_epoch(cfg, n_train, cfg.scaling.num_workers), n_train,
+    return EpochClock(steps_per_data_epoch(cfg, n_train, cfg.scaling.num_workers), n_train,
                       by_fresh=EchoPlan.from_config(cfg).epochs_by_fresh)
 
 

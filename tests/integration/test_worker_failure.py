@@ -140,7 +140,7 @@ def test_killed_worker_is_replaced_and_counts_stay_exact(local_ray, s3, tmp_path
     keys = s3.keys(f"{storage}/train")
     assert "checkpoint_manager_snapshot.json" in keys and not (out / "ray").exists()
     registered = [c for c, _ in Result.from_path(f"{storage}/train").best_checkpoints]
-    assert [read_meta(c)["epoch"] for c in registered] == list(range(1, epochs))
+    assert [read_meta(c).evals for c in registered] == list(range(1, epochs))
     for c in registered:
         name = c.path.rsplit("/", 1)[1]
         assert {"meta.json", "model.pt", "rank_0.json", "rank_0.pt", "consumed_0.npz", "audit_0.npz"} <= {

@@ -12,6 +12,7 @@ import torch
 
 from echoray.config_load import load_config
 from echoray.data.sources import index_source
+from echoray.records import CheckpointMeta
 from echoray.train.checkpoint import Restored
 from echoray.train.fresh import FreshTracker
 from echoray.train.local_run import (
@@ -20,7 +21,7 @@ from echoray.train.local_run import (
     preprocessed_blocks,
     shuffled_batches,
 )
-from echoray.train.loop import check_evals_per_epoch, eval_due_at_step, steps_per_epoch
+from echoray.train.loop import check_evals_per_epoch, eval_due_at_step, steps_per_data_epoch
 from echoray.train.loop_state import LoopState
 from echoray.train.worker_link import Collectives, FreshClock
 
@@ -44,14 +45,14 @@ def run_single(overrides, buffer=256):
 
 @pytest.mark.parametrize(("stage", "factor", "e"), [("none", 1.0, 1), ("before_augment", 2.5, 2.5),
                                                     ("batch", 1.5, 1.5)])
-def test_steps_per_epoch(stage, factor, e):
+def test_steps_per_data_epoch(stage, factor, e):
     cfg = load_config(None, [f"echo.stage={stage}", f"echo.factor={factor}", "train.batch_size=32"])
-    got = [steps_per_epoch(cfg, 1000, w) for w in (1, 2, 4)]
+    got = [steps_per_data_epoch(cfg, 1000, w) for w in (1, 2, 4)]
     if stage == "before_augment":
         assert got == [int(1000 * e // (32 * w)) for w in (1, 2, 4)]
     else:
         assert got == [max(1, round((1000 // (32 * w)) * e)) for w in (1, 2, 4)]
-    assert steps_per_epoch(cfg, 10, 4) == (2 if stage == "batch" else 1)  # one fresh step at least
+    assert steps_per_data_epoch(cfg, 10, 4) == (2 if stage == "batch" else 1)  # one fresh step at least
 
 
 @pytest.mark.parametrize("stage", ["before_augment", "after_augment"])
@@ -126,7 +127,7 @@ def test_evals_per_epoch_scores_at_fractions_of_an_epoch_with_exact_fresh_counts
 
 
 def test_checkpoint_state_round_trip_and_missing_fields():
-    s = LoopState(epoch=3, best=0.5, acc=0.4, eval_step=99, batch_index=7, next_rep=1, reps=2)
+    s = LoopState(evals=3, best=0.5, acc=0.4, eval_step=99, batch_index=7, next_rep=1, reps=2)
     s.counters.add_step(5, 64, 0.1, 0.2)
     s.fresh.observe(np.zeros(1, np.int64), np.array([9]), [3])
     run, rank = json.loads(json.dumps(s.to_checkpoint(train_s=4.0)))
@@ -148,8 +149,8 @@ class SaveThenCrash:
     def __init__(self, loop_ref):
         self.loop_ref, self.saved = loop_ref, None
 
-    def due(self, epoch):
-        return epoch == 1
+    def due(self, evals):
+        return evals == 1
 
     def save(self, **kw):
         loop = self.loop_ref[0]
@@ -169,15 +170,16 @@ def test_restore_from_a_checkpoint_continues_with_exact_counts(stage, factor):
     ref.append(local_loop(cfg, idx, col, checkpointer=ckpt))
     with pytest.raises(Crash):
         ref[0].run(shuffled_batches(preprocessed_blocks(cfg, idx), 32, 256, 7))
-    saved = json.loads(json.dumps({k: ckpt.saved[k] for k in ("loop_state", "rank_state", "history")}))
+    saved = json.loads(json.dumps({k: ckpt.saved[k] for k in ("loop_state", "rank_state")}))
     assert len(saved["rank_state"]["fresh"]["keys"]) > 0  # samples with copies still to come
     loop = local_loop(cfg, idx, col)
     loop.model.load_state_dict(ckpt.saved["model"])
     loop.opt.load_state_dict(ckpt.saved["opt"])
     if factor == "auto":
         assert len(ckpt.saved["pending"]["sample_id"]) > 0  # the pool, saved as the pending rows
-    restored = Restored({"state": saved["loop_state"], "history": saved["history"]}, saved["rank_state"],
-                        ckpt.saved["consumed"], ckpt.saved["pending"])
+    meta = CheckpointMeta(evals=ckpt.saved["evals"], steps=ckpt.saved["steps"], first_open_pass=0, world_size=1,
+                          state=saved["loop_state"], history=ckpt.saved["history"])
+    restored = Restored(meta, saved["rank_state"], ckpt.saved["consumed"], ckpt.saved["pending"])
     final = loop.run(shuffled_batches(preprocessed_blocks(cfg, idx, 0, ckpt.saved["consumed"]), 32, 256, 8), restored)
     audit = col.audit_columns()
     rows = list(zip(audit["epoch"].tolist(), audit["sample_id"].tolist(), audit["view"].tolist(), strict=True))
@@ -241,7 +243,7 @@ def test_ranks_stop_together_when_the_target_is_reached():
     col, finals = run_ranks(["train.target=0.6"], [0.3, 0.6, 0.9, 0.9])
     (final, s0), (_, s1) = finals
     assert final["stop_reason"] == "target reached" and final["epochs"] == 2
-    assert s0.counters.steps == s1.counters.steps == 2 * steps_per_epoch(load_config(None, BASE), 192, 2)
+    assert s0.counters.steps == s1.counters.steps == 2 * steps_per_data_epoch(load_config(None, BASE), 192, 2)
     assert final["to_target"]["accuracy"] == 0.6 and [e["epoch"] for e in col.events] == [1, 2]
 
 

@@ -16,10 +16,17 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 
 Batch = dict[str, np.ndarray]
+KEY_SHIFT = 40  # (epoch << 40) | sample_id: sample ids below 2**40 (1.1e12)
+
+
+def sample_keys(epoch: np.ndarray, sample_id: np.ndarray) -> np.ndarray:
+    """One int64 per (read-plan epoch, sample id): the key every duplicate check and the
+    fresh-example table use (train/fresh.py, train/loop.py, the packer below)."""
+    return (np.asarray(epoch, dtype=np.int64) << KEY_SHIFT) | np.asarray(sample_id, dtype=np.int64)
 
 
 def _keys(b: Batch) -> np.ndarray:
-    return b["epoch"].astype(np.int64) * (1 << 40) + b["sample_id"].astype(np.int64)
+    return sample_keys(b["epoch"], b["sample_id"])
 
 
 def _take(b: Batch, idx: np.ndarray) -> Batch:

@@ -42,6 +42,7 @@ import numpy as np
 import ray
 
 from echoray.data.echo import REstimate, auto_factor, update_r_estimate
+from echoray.records import Heartbeat
 from echoray.runtime.throughput import Throughput
 
 # The window of echo.factor: auto's control law (the module docstring states the law).
@@ -84,7 +85,7 @@ class RunCollector:
         self.attempts = 0  # worker groups started
         self.reads_at_first_step: int | None = None
         self.first_read_at: float | None = None
-        self.workers: dict[int, tuple[int, int, int]] = {}  # rank -> (steps, trained, fresh), latest heartbeat
+        self.workers: dict[int, Heartbeat] = {}  # rank -> its latest heartbeat
         if resume:  # a new driver continues a run: its checkpoint is the starting point
             self.commit = resume
             self.final_epoch = resume["epoch"]
@@ -114,7 +115,7 @@ class RunCollector:
         what source.max_rows_ahead bounds."""
         if not self.attempts:
             return None
-        return self.source_reads - sum(fresh for _, _, fresh in self.workers.values())
+        return self.source_reads - sum(beat.fresh for beat in self.workers.values())
 
     def bad_images(self, items: list[tuple[int, str, str]]) -> dict[str, Any]:
         """Undecodable training files (id, file, reason): skipped while they stay within
@@ -150,21 +151,19 @@ class RunCollector:
         return self.aborted is not None
 
     # --- from train workers ---
-    def heartbeat(self, rank: int, step: int, trained: int, step_s: float, fresh: int = 0) -> bool:
-        """Progress from a worker; answers whether the run was aborted.
-
-        trained: the worker's trained samples (Counters.samples, batch-augmentation
-        views counted once), the rate behind the downstream figure and R."""
+    def heartbeat(self, beat: Heartbeat) -> bool:
+        """Progress from a worker; answers whether the run was aborted. Its trained samples
+        (batch-augmentation views counted once) are the rate behind the downstream figure and R."""
         now = time.time()
-        self.workers[rank] = (step, trained, fresh)
-        if self.first_step_at is None and step > 0:
+        self.workers[beat.rank] = beat
+        if self.first_step_at is None and beat.steps > 0:
             self.first_step_at = now
             self.reads_at_first_step = self.source_reads  # the head start the pipeline had
         if self.recoveries and self.recoveries[-1]["first_step_at"] is None \
-                and step > self.recoveries[-1]["steps"]:
+                and beat.steps > self.recoveries[-1]["steps"]:
             self.recoveries[-1]["first_step_at"] = now
         self.last_progress = now
-        self.throughput.set_worker(rank, trained, step_s)
+        self.throughput.set_worker(beat.rank, beat.samples, beat.step_s)
         if self.auto and self.reads_at_first_step is not None and self._window_at < self.first_step_at:
             # the first window opens after the first step (its warm-up is not the step's rate)
             self._window, self._window_at = self.throughput.snapshot(), now
@@ -274,8 +273,9 @@ class RunCollector:
         worker reports it."""
         if not self.workers:
             return None
-        steps, trained, fresh = zip(*self.workers.values(), strict=True)
-        return {"t": time.time(), "steps": max(steps), "trained": sum(trained),
+        beats = self.workers.values()
+        fresh = [b.fresh for b in beats]
+        return {"t": time.time(), "steps": max(b.steps for b in beats), "trained": sum(b.samples for b in beats),
                 "fresh": sum(fresh) if any(fresh) else None}
 
     def take_audit(self) -> list[dict[str, np.ndarray]]:

@@ -67,6 +67,8 @@ def stop_training(collector, reason: str) -> None:
         # (2 CPUs held for good on a shared Ray; the next runs stalled, seen in the test
         # suite). A stalled run's controller is not known here (it registers when its
         # worker group starts): the CLI leaves without waiting for it (cli.py entry).
+        # `abort` is the controller's own method, what Ray Train's driver calls on Ctrl-C
+        # (ray-project/ray#53600); no public API stops a fit from another thread.
         controller.abort.remote()
     except Exception:  # noqa: BLE001 - best effort while failing
         pass

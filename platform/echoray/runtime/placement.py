@@ -56,7 +56,14 @@ def _split(wanted: Mapping[str, float], total: Mapping[str, float]) -> tuple[dic
 
 
 def autoscaler_can_add_nodes() -> bool:
-    """Whether an autoscaler manages the connected cluster (Ray must be initialized)."""
+    """Whether an autoscaler manages the connected cluster (Ray must be initialized).
+
+    Ray has no public API for this: ray.autoscaler.sdk only requests resources, and
+    ray.nodes / ray.cluster_resources / ray.util.state list what exists, not what can be
+    added. The v2 SDK (ray.autoscaler.v2.sdk, outside ray._private) answers for `ray up`
+    clusters; a KubeRay cluster's worker groups and a v1 monitor's report are read from
+    the GCS the way Ray itself reads them (ray._private.state, used by Ray Data's own
+    autoscaler; the v1 monitor's status key, read by `ray status`)."""
     gcs = ray.get_runtime_context().gcs_address
     try:  # autoscaler v2 (the default for `ray up` since Ray 2.50) reports its state to the GCS
         from ray.autoscaler.v2.sdk import get_cluster_status

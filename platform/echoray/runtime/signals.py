@@ -61,7 +61,9 @@ def deferred_sigterm() -> Iterator[None]:
     not left RUNNING). ray.init would otherwise install its own handlers for the time it
     connects: `sys.exit(15)`, and, for a local head, one that kills Ray's processes and
     exits 1 (ray/_private/node.py), which ended 2 of 10 SIGTERMed default runs with exit 1.
-    Outside a command (a library caller) Ray's handlers stay."""
+    Outside a command (a library caller) Ray's handlers stay. Ray internal: ray.init
+    installs them through ray._private.utils.set_sigterm_handler on the main thread with no
+    option to skip it, and calling ray.init from another thread fails for a local head."""
     import ray._private.utils as ray_utils
 
     setter = getattr(ray_utils, "set_sigterm_handler", None)

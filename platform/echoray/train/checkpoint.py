@@ -29,10 +29,14 @@ from typing import Any
 
 import numpy as np
 
+from echoray.records import CheckpointMeta
+
+META = "meta.json"  # records.CheckpointMeta
+
 
 @dataclass
 class Restored:
-    meta: dict[str, Any]
+    meta: CheckpointMeta
     rank: dict[str, Any]
     consumed: dict[int, np.ndarray]  # rank 0: every rank's keys; the others: none
     pending: dict[str, np.ndarray] | None
@@ -45,7 +49,9 @@ def _unwrap(model):
 
 def quiet_report_log() -> None:
     """Ray Train logs a line per report (checkpoint) at INFO from a logger named after its
-    file, which RunConfig(logging_config) does not reach; keep the console to our lines."""
+    file, which RunConfig(logging_config) does not reach; keep the console to our lines.
+    Ray internal: the logger's name is that file's path (ray/train/v2/_internal/execution/
+    context.py, `logging.getLogger(__file__)`), outside the `ray.train` logger tree."""
     try:
         from ray.train.v2._internal.execution import context
 
@@ -54,7 +60,7 @@ def quiet_report_log() -> None:
         pass
 
 
-def write(rank: int, model, opt, meta: dict | None, rank_state: dict, consumed: dict[int, np.ndarray],
+def write(rank: int, model, opt, meta: CheckpointMeta | None, rank_state: dict, consumed: dict[int, np.ndarray],
           pending: dict[str, np.ndarray] | None, audit: dict[str, np.ndarray] | None = None) -> Path:
     """This rank's files in a fresh local directory (rank 0 adds model and meta)."""
     import torch
@@ -62,7 +68,7 @@ def write(rank: int, model, opt, meta: dict | None, rank_state: dict, consumed: 
     d = Path(tempfile.mkdtemp(prefix="echoray-ckpt-"))
     if rank == 0:
         torch.save({"model": _unwrap(model).state_dict(), "optimizer": opt.state_dict()}, d / "model.pt")
-        (d / "meta.json").write_text(json.dumps(meta, default=float))
+        (d / META).write_text(json.dumps(meta.to_dict(), default=float))
     rng = {"torch": torch.get_rng_state()}
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         rng["cuda"] = torch.cuda.get_rng_state()
@@ -97,11 +103,15 @@ def _consumed(d: Path) -> dict[int, np.ndarray]:
     return out
 
 
+def _meta(d: Path) -> CheckpointMeta:
+    """meta.json, the one place it is read (a file of any earlier version: same keys)."""
+    return CheckpointMeta.from_dict(json.loads((d / META).read_text()))
+
+
 def read_replay(checkpoint) -> tuple[int, dict[int, np.ndarray]]:
     """(first plan epoch to read again, rows of the open epochs already consumed)."""
     with checkpoint.as_directory() as d:
-        meta = json.loads((Path(d) / "meta.json").read_text())
-        return int(meta["start_epoch"]), _consumed(Path(d))
+        return _meta(Path(d)).first_open_pass, _consumed(Path(d))
 
 
 def read_audit(checkpoint) -> list[dict[str, np.ndarray]]:
@@ -114,9 +124,9 @@ def read_audit(checkpoint) -> list[dict[str, np.ndarray]]:
     return parts
 
 
-def read_meta(checkpoint) -> dict[str, Any]:
+def read_meta(checkpoint) -> CheckpointMeta:
     with checkpoint.as_directory() as d:
-        return json.loads((Path(d) / "meta.json").read_text())
+        return _meta(Path(d))
 
 
 def restore(checkpoint, rank: int, world: int, model, opt) -> Restored:
@@ -125,10 +135,10 @@ def restore(checkpoint, rank: int, world: int, model, opt) -> Restored:
 
     with checkpoint.as_directory() as tmp:
         d = Path(tmp)
-        meta = json.loads((d / "meta.json").read_text())
-        if meta["world_size"] != world:
+        meta = _meta(d)
+        if meta.world_size != world:
             raise RuntimeError(
-                f"checkpoint {checkpoint.path} was written by {meta['world_size']} worker(s); "
+                f"checkpoint {checkpoint.path} was written by {meta.world_size} worker(s); "
                 f"this run has {world} (scaling.num_workers must stay the same to resume)"
             )
         states = torch.load(d / "model.pt", map_location="cpu", weights_only=True)

@@ -20,6 +20,7 @@ import ray
 from echoray.config import PipelineConfig
 from echoray.data.replay import ConsumedLog, expected_rows, first_open_epoch
 from echoray.data.sources import SourceError, SourceIndex
+from echoray.records import CheckpointMeta, EpochRecord
 from echoray.train import checkpoint
 from echoray.train.evaluate import all_reduce_ints
 
@@ -43,30 +44,30 @@ def report_fatal(collector, exc: BaseException) -> None:
 
 class Checkpointer:
     def __init__(self, cfg: PipelineConfig, idx: SourceIndex, collector, rank: int, world: int,
-                 consumed: ConsumedLog, start_epoch: int = 0, sink: Callable[[dict, Any], None] | None = None):
+                 consumed: ConsumedLog, first_open_pass: int = 0, sink: Callable[[dict, Any], None] | None = None):
         """`sink(metrics, local_dir)` keeps a written checkpoint: Ray Train's report by
         default; a run trained in process passes its CheckpointStore's (train/in_process.py)."""
         self.cfg, self.idx, self.collector = cfg, idx, collector
         self.sink = sink or checkpoint.report
         self.rank, self.world, self.consumed = rank, world, consumed
-        self.start = start_epoch  # epochs before it are complete (their keys are dropped)
-        # checkpoint_every counts epochs of fresh data; `epoch` below counts evaluations
+        self.first_open_pass = first_open_pass  # read-plan passes before it are complete (keys dropped)
+        # checkpoint_every counts epochs of fresh data; `evals` below counts evaluations
         self.every = cfg.train.checkpoint_every * cfg.train.evals_per_epoch
         self.min_interval_s = cfg.train.checkpoint_min_interval_s
         self.last_saved = time.monotonic()  # this attempt's start counts as the last save
         self._expected: dict[int, int | None] = {}
         self._bad_seen = -1
 
-    def due(self, epoch: int) -> bool:
+    def due(self, evals: int) -> bool:
         """Every `checkpoint_every` epochs, once `checkpoint_min_interval_s` have passed;
         rank 0's clock decides for all (every rank must report the same checkpoints)."""
-        if not (self.every > 0 and epoch % self.every == 0):
+        if not (self.every > 0 and evals % self.every == 0):
             return False
         ready = time.monotonic() - self.last_saved >= self.min_interval_s
         return all_reduce_ints([int(ready) if self.rank == 0 else 0])[0] > 0
 
-    def _start_epoch(self) -> int:
-        """The first plan epoch that all ranks together have not wholly consumed."""
+    def _first_open_pass(self) -> int:
+        """The first read-plan pass that all ranks together have not wholly consumed."""
         n = self.cfg.train.max_epochs
         rows, fresh = self.consumed.counts(n)
         total = np.asarray(all_reduce_ints([*rows, *fresh]), dtype=np.int64)
@@ -83,22 +84,22 @@ class Checkpointer:
                     self._expected[epoch] = expected_rows(self.cfg.seed, epoch, good, e.stage, e.factor)
                 return self._expected[epoch]
 
-            start = first_open_epoch(total[:n], total[n:], expected, len(good), done_before=self.start)
-        self.start = all_reduce_ints([start])[0]  # rank 0's decision, the same on every rank
-        return self.start
+            start = first_open_epoch(total[:n], total[n:], expected, len(good), done_before=self.first_open_pass)
+        self.first_open_pass = all_reduce_ints([start])[0]  # rank 0's decision, the same on every rank
+        return self.first_open_pass
 
-    def save(self, *, model, opt, epoch: int, steps: int, loop_state: dict[str, Any], history: list[dict],
+    def save(self, *, model, opt, evals: int, steps: int, loop_state: dict[str, Any], history: list[EpochRecord],
              rank_state: dict[str, Any], pending: dict[str, np.ndarray] | None,
              audit: dict[str, np.ndarray] | None = None) -> None:
-        start = self._start_epoch()
+        start = self._first_open_pass()
         keys = self.consumed.keep_from(start)
         meta = None
         if self.rank == 0:
-            meta = {"epoch": epoch, "steps": steps, "start_epoch": start, "world_size": self.world,
-                    "state": loop_state, "history": history, "saved_at": time.time(),
-                    "echo_factor": ray.get(self.collector.echo_factor.remote())}
+            meta = CheckpointMeta(evals=evals, steps=steps, first_open_pass=start, world_size=self.world,
+                                  state=loop_state, history=list(history), saved_at=time.time(),
+                                  echo_factor=ray.get(self.collector.echo_factor.remote()))
         local = checkpoint.write(self.rank, model, opt, meta, rank_state, keys, pending, audit)
-        self.sink({"epoch": epoch, "steps": steps, "start_epoch": start}, local)
+        self.sink({"epoch": evals, "steps": steps, "start_epoch": start}, local)
         self.last_saved = time.monotonic()
 
 
@@ -114,7 +115,7 @@ def restore_loop(ckpt, link, rank: int, world: int, model, opt):
         return None
     r = checkpoint.restore(ckpt, rank, world, model, opt)
     if rank == 0:
-        origin = link.ask("attempt_started", r.meta["epoch"], r.meta["steps"])
+        origin = link.ask("attempt_started", r.meta.evals, r.meta.steps)
         if origin != ckpt.path:
             raise RuntimeError(f"the training stream was built for checkpoint {origin}, "
                                f"but Ray Train restored {ckpt.path}")

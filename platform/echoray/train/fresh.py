@@ -27,12 +27,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from echoray.data.batching import sample_keys  # the one (epoch, sample id) key
+
 SEEN, COPIES, COUNTED = 0, 1, 2
-KEY_SHIFT = 40  # (epoch << 40) | sample_id: ids up to 1.1e12, as in data/batching.py
-
-
-def sample_keys(epoch: np.ndarray, sample_id: np.ndarray) -> np.ndarray:
-    return (np.asarray(epoch, dtype=np.int64) << KEY_SHIFT) | np.asarray(sample_id, dtype=np.int64)
 
 
 class FreshTracker:

@@ -68,9 +68,10 @@ def shard_map(world: int, copies: int, mode: str) -> list[int]:
     return [rank_layout(r, world, copies, mode).group for r in range(world)]
 
 
-def steps_per_epoch(echo_stage: str, echo_factor: float | str, batch_size: int, num_train: int,
-                    readers: int) -> int:
-    """Optimizer steps per epoch of fresh data, at the nominal echo factor (auto: 1).
+def steps_per_shard_epoch(echo_stage: str, echo_factor: float | str, batch_size: int, num_train: int,
+                          readers: int) -> int:
+    """Optimizer steps a reader takes through its shard in one data epoch (an epoch of fresh
+    data), at the nominal echo factor (auto: 1); every rank takes as many.
 
     readers: workers that read disjoint shards (W in `local` mode, W/M groups in
     `grouped` mode: a group's members step together through one shard)."""

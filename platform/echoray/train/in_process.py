@@ -68,7 +68,9 @@ def _settle_stream(timeout_s: float = 5.0) -> None:
     its objects in reference cycles; when the CLI then shut Ray down, one of them called
     into the dead core worker, which ended the process with exit code 1 ("The core
     worker has already been shutdown", 2 of 3 default runs). The pulls return within a
-    block's time (the executor is still running); collecting then shuts the executor down."""
+    block's time (the executor is still running); collecting then shuts the executor down.
+    The thread name is Ray Data's own: Ray 2.60's DataIterator has no close() that would
+    end them (added upstream by ray-project/ray#62949)."""
     gc.collect()  # an interrupted stream's generators in cycles: collecting sets their stop events
     deadline = time.monotonic() + timeout_s
     for t in threading.enumerate():
@@ -111,7 +113,7 @@ def _train(cfg: PipelineConfig, idx: SourceIndex, collector, store, ckpt) -> Non
                 link.ask("committed", store.save(metrics, local_dir), metrics)
 
             env.checkpointer = Checkpointer(cfg, idx, collector, 0, 1, loop.consumed,
-                                            restored.meta["start_epoch"] if restored else 0, sink=keep)
+                                            restored.meta.first_open_pass if restored else 0, sink=keep)
         loop.finish(loop.train(loop.input_batches(batches if loop.reads else None)))
     finally:
         batches.close()

@@ -17,6 +17,7 @@ from echoray.data.plan import plan_chunks, read_plan
 from echoray.data.preprocess_args import preprocess_args
 from echoray.data.sources import SourceIndex
 from echoray.data.stages import Preprocess
+from echoray.records import Heartbeat
 from echoray.train.worker_link import Collectives, LocalLink
 
 
@@ -25,14 +26,14 @@ class LocalCollector:
 
     def __init__(self, factor: float = 1.0):
         self.factor = factor
-        self.beats: list[tuple] = []
+        self.beats: list[Heartbeat] = []
         self.events: list[dict[str, Any]] = []
         self.audit: list[dict[str, np.ndarray]] = []
         self.final: dict[str, Any] | None = None
         self.aborted = False
 
-    def heartbeat(self, rank: int, step: int, trained: int, step_s: float, fresh: int = 0) -> bool:
-        self.beats.append((rank, step, trained, fresh))
+    def heartbeat(self, beat: Heartbeat) -> bool:
+        self.beats.append(beat)
         return self.aborted
 
     def event(self, record: dict[str, Any]) -> None:

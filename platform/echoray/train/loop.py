@@ -30,10 +30,11 @@ import torch
 
 from echoray.config import PipelineConfig
 from echoray.data.augment import output_size
-from echoray.data.batching import pack_unique
+from echoray.data.batching import pack_unique, sample_keys
 from echoray.data.replay import ConsumedLog
 from echoray.echo_plan import EchoPlan
 from echoray.metrics import metric_named
+from echoray.records import EpochRecord, FinalRecord, Heartbeat, PendingBatch
 from echoray.seeds import STREAM_MODEL, STREAM_SAMPLER, derive_seed
 from echoray.train.accounting import AuditBuffer
 from echoray.train.batch_augment import (
@@ -49,19 +50,20 @@ from echoray.train.early_stream import batch_stream, shuffle_buffer_rows  # noqa
 from echoray.train.evaluate import Normalizer
 from echoray.train.faults import RunAborted
 from echoray.train.ghost_bn import use_ghost_batch_norm
-from echoray.train.groups import rank_layout
-from echoray.train.groups import steps_per_epoch as steps_per_shard_epoch
+from echoray.train.groups import rank_layout, steps_per_shard_epoch
 from echoray.train.loop_state import LoopState
 from echoray.train.models import build_model
 from echoray.train.optim import build_optimizer, lr_multiplier, set_lr
+from echoray.train.ports import CheckpointPort, CollectorPort, EvaluatorPort
 from echoray.train.worker_link import BatchEchoDraws, Collectives, FreshClock
 
 HEARTBEAT_S = 0.5
 
 
-def steps_per_epoch(cfg: PipelineConfig, num_train: int, world: int) -> int:
-    """Optimizer steps per epoch of fresh data for `world` workers (train/groups.py: a
-    grouped run's W/M groups read disjoint shards; a group's members step together)."""
+def steps_per_data_epoch(cfg: PipelineConfig, num_train: int, world: int) -> int:
+    """Optimizer steps per data epoch (an epoch of fresh data) of a run of `world` workers
+    (train/groups.py: a grouped run's W/M groups read disjoint shards; a group's members
+    step together)."""
     ba = cfg.batch_augmentation
     readers = rank_layout(0, world, ba.copies, ba.mode).readers
     return steps_per_shard_epoch(cfg.echo.stage, cfg.echo.factor, cfg.train.batch_size, num_train, readers)
@@ -90,7 +92,7 @@ def check_evals_per_epoch(cfg: PipelineConfig, n_train: int, world: int) -> None
 
 def has_duplicates(batch: dict[str, np.ndarray]) -> bool:
     """Two copies of one (epoch, sample) in one batch: what the shuffle buffer should prevent."""
-    pairs = batch["epoch"].astype(np.int64) * (1 << 40) + batch["sample_id"].astype(np.int64)
+    pairs = sample_keys(batch["epoch"], batch["sample_id"])
     return len(np.unique(pairs)) < len(pairs)
 
 
@@ -112,11 +114,11 @@ class WorkerEnv:
     rank: int
     world: int
     device: torch.device
-    link: object  # CollectorLink or LocalLink (train/worker_link.py)
+    link: CollectorPort  # CollectorLink or LocalLink (train/worker_link.py)
     comm: Collectives
     wrap_model: Callable[[torch.nn.Module], torch.nn.Module]  # DDP + device (ray.train.torch.prepare_model)
-    evaluator: object  # EvalSet-like: evaluate(model, normalize, batch_size) -> (correct, total, tta_correct)
-    checkpointer: object | None = None  # train/faults.py Checkpointer; None: no checkpoints
+    evaluator: EvaluatorPort  # train/evaluate.py EvalSet, train/lm_eval.py TextEvalSet
+    checkpointer: CheckpointPort | None = None  # train/faults.py Checkpointer; None: no checkpoints
     should_stop: Callable[[], bool] | None = None  # checked before every step (runtime/stop.py)
 
 
@@ -139,14 +141,14 @@ class WorkerLoop:
         on_worker = cfg.preprocess.augment.on == "worker"
         self.ops = cfg.preprocess.augment.ops if on_worker else []
         self.views_on_worker = on_worker or self.copies > 1
-        self.spe = steps_per_epoch(cfg, n_train, self.world)
+        self.spe = steps_per_data_epoch(cfg, n_train, self.world)
         check_evals_per_epoch(cfg, n_train, self.world)
         self.evals_per_epoch = cfg.train.evals_per_epoch
         self.state = LoopState()
-        self.history: list[dict] = []  # rank 0's epoch records, kept in checkpoints for a resumed driver
+        self.history: list[EpochRecord] = []  # rank 0's, kept in checkpoints for a resumed driver
         self.audit = AuditBuffer(cfg.audit.enabled)
         self.consumed = ConsumedLog()
-        self.pending: tuple | None = None  # (batch, next repeat, repeats) cut short by a checkpoint
+        self.pending: PendingBatch | None = None  # a batch whose repeats a checkpoint cut short
         # echo.factor: auto decided as rows are taken from the stream (train/consumption_echo.py)
         self.plan = EchoPlan.from_config(cfg)
         self.worker_echo = self.plan.at_consumption
@@ -191,15 +193,15 @@ class WorkerLoop:
         are already loaded); None: from the start."""
         if restored is None:
             return
-        self.state = LoopState.from_checkpoint(restored.meta["state"], restored.rank)
+        self.state = LoopState.from_checkpoint(restored.meta.state, restored.rank)
         self.precision.load_state_dict(self.state.amp_scaler)
-        self.history[:] = restored.meta["history"]
+        self.history[:] = restored.meta.history
         self.t_start = time.time() - self.state.elapsed_s  # elapsed time continues
         self.consumed = ConsumedLog(restored.consumed)
         if restored.pending is not None and self.worker_echo:
             self.restored_pool = restored.pending  # echoed rows the checkpoint had not trained
         elif restored.pending is not None:
-            self.pending = (restored.pending, self.state.next_rep, self.state.reps)
+            self.pending = PendingBatch(restored.pending, self.state.next_rep, self.state.reps)
 
     def input_batches(self, source: Iterable[dict] | None) -> Iterator[dict[str, np.ndarray]]:
         """Exact batch sizes keep workers in step; separate echoed copies if asked; in
@@ -237,8 +239,8 @@ class WorkerLoop:
 
     def _work(self, batches):  # (batch, first repeat, repeats or None): a batch cut short by a checkpoint first
         if self.pending is not None:
-            yield self.pending
-            self.pending = None
+            p, self.pending = self.pending, None
+            yield p.batch, p.next_repeat, p.repeats
         for b in batches:
             yield b, 0, None
 
@@ -272,8 +274,8 @@ class WorkerLoop:
                 if self.epoch_due():
                     if self.evaluate():
                         return True
-                    if self.env.checkpointer is not None and self.env.checkpointer.due(s.epoch):
-                        self.save_checkpoint((batch, rep + 1, reps) if rep + 1 < reps else None)
+                    if self.env.checkpointer is not None and self.env.checkpointer.due(s.evals):
+                        self.save_checkpoint(PendingBatch(batch, rep + 1, reps) if rep + 1 < reps else None)
             t_wait = time.perf_counter()
         return False
 
@@ -338,7 +340,7 @@ class WorkerLoop:
         c = self.state.counters
         now = time.perf_counter()
         if c.steps == 1 or now - self._last_beat >= self.beat_every:
-            if self.env.link.beat(self.rank, c.steps, c.samples, c.step_s, fresh=c.fresh):
+            if self.env.link.beat(Heartbeat(self.rank, c.steps, c.samples, c.step_s, c.fresh)):
                 raise RunAborted("the driver stopped this run")
             self._last_beat = now
 
@@ -346,7 +348,7 @@ class WorkerLoop:
         c = self.state.counters
         if self.clock is None:
             return eval_due_at_step(c.steps, self.spe, self.evals_per_epoch)
-        return self.clock.due(c.steps, self.state.epoch, c.fresh)
+        return self.clock.due(c.steps, self.state.evals, c.fresh)
 
     # --- evaluation, checkpoints, the end ---
     def global_counts(self) -> tuple[int, int, int, int, int]:
@@ -361,7 +363,7 @@ class WorkerLoop:
     def evaluate(self) -> bool:
         """Score the held-out split, record the epoch, decide together whether to stop."""
         s, cfg = self.state, self.cfg
-        s.epoch += 1
+        s.evals += 1
         s.eval_step = s.counters.steps
         t_eval = time.perf_counter()
         with self.precision.autocast():
@@ -370,22 +372,17 @@ class WorkerLoop:
         fresh_all, trained_all, samples_all, dups, nb = self.global_counts()
         scores, tta = held_out_scores(scored, cfg.batch_augmentation.tta_views)
         value = scores[self.metric.name]
-        s.acc, s.best = value, self.metric.better(s.best if s.epoch > 1 else self.metric.worst, value)
+        s.acc, s.best = value, self.metric.better(s.best if s.evals > 1 else self.metric.worst, value)
         c = s.counters
-        record = {
-            "epoch": s.epoch, "data_epochs": s.epoch / self.evals_per_epoch, "step": c.steps, **scores,
-            "metric": value,
-            "loss": self.loss.take_mean(), "lr": self.opt.param_groups[0]["lr"],
-            "accuracy_tta": tta,
-            "fresh_examples": fresh_all, "trained_examples": trained_all, "trained_samples": samples_all,
-            **({"fresh_tokens": fresh_all * cfg.source.seq_len} if self.text else {}),  # predicted tokens
-            "duplicate_batch_fraction": dups / max(nb, 1),
-            "elapsed_s": time.time() - self.t_start, "time": time.time(),
-            "train_s": self.train_s(),
-            "wait_fraction": c.wait_s / max(c.wait_s + c.step_s, 1e-9),
-        }
-        if not math.isfinite(record["loss"]):  # NaN weights: every later epoch would be wasted
-            raise FloatingPointError(f"training diverged: mean loss {record['loss']} in epoch {s.epoch} "
+        record = EpochRecord(
+            eval_index=s.evals, data_epochs=s.evals / self.evals_per_epoch, step=c.steps, scores=scores,
+            metric=value, loss=self.loss.take_mean(), lr=self.opt.param_groups[0]["lr"], accuracy_tta=tta,
+            fresh_examples=fresh_all, trained_examples=trained_all, trained_samples=samples_all,
+            duplicate_batch_fraction=dups / max(nb, 1), elapsed_s=time.time() - self.t_start, time=time.time(),
+            train_s=self.train_s(), wait_fraction=c.wait_s / max(c.wait_s + c.step_s, 1e-9),
+            fresh_tokens=fresh_all * cfg.source.seq_len if self.text else None)  # predicted tokens
+        if not math.isfinite(record.loss):  # NaN weights: every later epoch would be wasted
+            raise FloatingPointError(f"training diverged: mean loss {record.loss} in epoch {s.evals} "
                                      f"(optimizer.lr={cfg.optimizer.lr}); lower optimizer.lr")
         stop = True
         if self.metric.reached(value, cfg.train.target):
@@ -396,21 +393,21 @@ class WorkerLoop:
             stop = False
         if self.rank == 0:
             self.history.append(record)
-            self.env.link.send("event", record)
+            self.env.link.send("event", record.to_dict())
         self.send_audit()
         return stop
 
-    def save_checkpoint(self, pending: tuple | None) -> None:
+    def save_checkpoint(self, pending: PendingBatch | None) -> None:
         """Every rank, at the same step: model, optimizer, LoopState, consumed rows, audit."""
         s = self.state
         pool = self.echo_stage.pending() if self.echo_stage is not None else None
         run_part, rank_part = s.to_checkpoint(
             elapsed_s=time.time() - self.t_start, train_s=self.train_s(),
-            next_rep=pending[1] if pending else 0, reps=pending[2] if pending else 0,
+            next_rep=pending.next_repeat if pending else 0, reps=pending.repeats if pending else 0,
             amp_scaler=self.precision.state_dict())
         self.env.checkpointer.save(
-            model=self.model, opt=self.opt, epoch=s.epoch, steps=s.counters.steps, history=self.history,
-            loop_state=run_part, rank_state=rank_part, pending=pending[0] if pending else pool,
+            model=self.model, opt=self.opt, evals=s.evals, steps=s.counters.steps, history=self.history,
+            loop_state=run_part, rank_state=rank_part, pending=pending.batch if pending else pool,
             audit=self.audit.take_for_checkpoint())
 
     def send_audit(self) -> None:
@@ -418,7 +415,7 @@ class WorkerLoop:
         if rows is not None:
             self.env.link.send("add_audit", rows)
 
-    def finish(self, stopped: bool) -> dict | None:
+    def finish(self, stopped: bool) -> FinalRecord | None:
         """Score a last partial epoch, send the final counts (rank 0: the run's record)."""
         s = self.state
         if not stopped and s.counters.steps > s.eval_step:
@@ -426,33 +423,31 @@ class WorkerLoop:
         loop_s = self.train_s()
         fresh_all, trained_all, samples_all, dups, nb = self.global_counts()
         c = s.counters
-        self.env.link.send("heartbeat", self.rank, c.steps, c.samples, c.step_s, fresh=c.fresh)
+        self.env.link.send("heartbeat", Heartbeat(self.rank, c.steps, c.samples, c.step_s, c.fresh))
         self.send_audit()
         final = None
         if self.rank == 0:
-            final = {
-                "epochs": s.epoch, "data_epochs": s.epoch / self.evals_per_epoch, "steps": c.steps,
-                "fresh_examples": fresh_all,
-                "trained_examples": trained_all, "trained_samples": samples_all,
-                "best_accuracy": s.best if self.metric.name == "accuracy" else None,
-                "last_accuracy": s.acc if self.metric.name == "accuracy" else None,
-                "best_metric": s.best, "last_metric": s.acc,
-                "to_target": s.to_target, "stop_reason": s.reason, "world_size": self.world,
-                "wait_s": c.wait_s, "step_s": c.step_s, "device": str(self.device),
-                "duplicate_batch_fraction": dups / max(nb, 1), "loop_s": loop_s,
-                "eval_s": s.eval_s, "precision": self.precision.name,
-                "peak_device_bytes": torch.cuda.max_memory_allocated(self.device)
-                if self.device.type == "cuda" else None,
-            }
-            self.env.link.send("finish", final)
+            accuracy = self.metric.name == "accuracy"
+            final = FinalRecord(
+                evals=s.evals, data_epochs=s.evals / self.evals_per_epoch, steps=c.steps,
+                fresh_examples=fresh_all, trained_examples=trained_all, trained_samples=samples_all,
+                best_accuracy=s.best if accuracy else None, last_accuracy=s.acc if accuracy else None,
+                best_metric=s.best, last_metric=s.acc, to_target=s.to_target, stop_reason=s.reason,
+                world_size=self.world, wait_s=c.wait_s, step_s=c.step_s, device=str(self.device),
+                duplicate_batch_fraction=dups / max(nb, 1), loop_s=loop_s, eval_s=s.eval_s,
+                precision=self.precision.name,
+                peak_device_bytes=torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda"
+                else None)
+            self.env.link.send("finish", final.to_dict())
         self.env.link.ask("sync")
         return final
 
     def run(self, source: Iterable[dict] | None, restored=None) -> dict | None:
-        """The whole recipe, after setup(): restore, train until stopped or the stream ends, finish."""
+        """The whole recipe, after setup(): restore, train until stopped or the stream ends,
+        finish. Returns rank 0's final record in the form the collector receives (a dict)."""
         self.restore(restored)
-        stopped = self.train(self.input_batches(source))
-        return self.finish(stopped)
+        final = self.finish(self.train(self.input_batches(source)))
+        return final.to_dict() if final is not None else None
 
 
 def run_worker(config: dict, started=None) -> None:
@@ -484,7 +479,7 @@ def run_worker(config: dict, started=None) -> None:
     restored = restore_loop(ray.train.get_checkpoint(), link, rank, world, loop.model, loop.opt)
     loop.restore(restored)
     env.checkpointer = Checkpointer(cfg, idx, config["collector"], rank, world, loop.consumed,
-                                    restored.meta["start_epoch"] if restored else 0)
+                                    restored.meta.first_open_pass if restored else 0)
     source = None
     if loop.reads:
         source = started or batch_stream(ray.train.get_dataset_shard("train"), cfg, loop.group)

@@ -16,25 +16,32 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from echoray.records import EpochRecord
 from echoray.train.accounting import Counters
 from echoray.train.fresh import FreshTracker
 
 RUN, RANK = "run", "rank"
 
 
-def _f(default=None, scope: str = RANK, factory=None):
+def _f(default=None, scope: str = RANK, factory=None, key: str | None = None):
+    """A field of `scope`, saved under `key` (default: its name)."""
+    meta = {"scope": scope, "key": key}
     if factory is not None:
-        return field(default_factory=factory, metadata={"scope": scope})
-    return field(default=default, metadata={"scope": scope})
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def _key(f) -> str:
+    return f.metadata["key"] or f.name
 
 
 @dataclass
 class LoopState:
     # decided together at evaluations ("run")
-    epoch: int = _f(0, RUN)
+    evals: int = _f(0, RUN, key="epoch")  # evaluations done (an epoch record's "epoch" is their index)
     best: float = _f(0.0, RUN)
     acc: float = _f(math.nan, RUN)
-    to_target: dict | None = _f(None, RUN)  # the epoch record that reached the target
+    to_target: EpochRecord | None = _f(None, RUN)  # the evaluation that reached the target
     reason: str = _f("max_epochs of data consumed", RUN)
     eval_step: int = _f(0, RUN)  # counters.steps at the last evaluation
     eval_s: float = _f(0.0, RUN)
@@ -56,7 +63,7 @@ class LoopState:
         parts: dict[str, dict[str, Any]] = {RUN: {}, RANK: {}}
         for f in dataclasses.fields(self):
             value = now[f.name] if f.name in now else getattr(self, f.name)
-            parts[f.metadata["scope"]][f.name] = _encode(value)
+            parts[f.metadata["scope"]][_key(f)] = _encode(value)
         unknown = set(now) - {f.name for f in dataclasses.fields(self)}
         if unknown:
             raise KeyError(f"not loop state fields: {sorted(unknown)}")
@@ -68,11 +75,13 @@ class LoopState:
         values = {}
         for f in dataclasses.fields(cls):
             part = run if f.metadata["scope"] == RUN else rank
-            if f.name not in part:
-                raise KeyError(f"checkpoint lacks loop state field {f.name!r} ({f.metadata['scope']} part)")
-            values[f.name] = part[f.name]
+            if _key(f) not in part:
+                raise KeyError(f"checkpoint lacks loop state field {_key(f)!r} ({f.metadata['scope']} part)")
+            values[f.name] = part[_key(f)]
         values["counters"] = Counters(**values["counters"])
         values["fresh"] = FreshTracker.from_state(values["fresh"])
+        if values["to_target"] is not None:
+            values["to_target"] = EpochRecord.from_dict(values["to_target"])
         return cls(**values)
 
 
@@ -81,4 +90,6 @@ def _encode(value: Any) -> Any:
         return dataclasses.asdict(value)
     if isinstance(value, FreshTracker):
         return value.to_state()
+    if isinstance(value, EpochRecord):
+        return value.to_dict()
     return value

@@ -13,6 +13,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from echoray.records import Heartbeat
+
 
 class CollectorLink:
     """The RunCollector actor (runtime/collector.py) through its Ray handle."""
@@ -34,14 +36,14 @@ class CollectorLink:
     def _ready(self, ref) -> bool:
         return bool(self._ray.wait([ref], timeout=0)[0])
 
-    def beat(self, *args, **kwargs) -> bool:
+    def beat(self, beat: Heartbeat) -> bool:
         """Send a heartbeat; True when an earlier reply said the run was aborted."""
         aborted = False
         if self._beat is not None:
             if not self._ready(self._beat):
                 return False  # the collector is busy: skip a beat rather than queue them
             aborted = bool(self._ray.get(self._beat))
-        self._beat = self.handle.heartbeat.remote(*args, **kwargs)
+        self._beat = self.handle.heartbeat.remote(beat)
         return aborted
 
     def live_factor(self) -> float | None:
@@ -69,8 +71,8 @@ class LocalLink:
     def ask(self, method: str, *args, **kwargs):
         return getattr(self.target, method)(*args, **kwargs)
 
-    def beat(self, *args, **kwargs) -> bool:
-        return bool(self.target.heartbeat(*args, **kwargs))
+    def beat(self, beat: Heartbeat) -> bool:
+        return bool(self.target.heartbeat(beat))
 
     def live_factor(self) -> float | None:
         return float(self.target.echo_factor())
@@ -133,12 +135,12 @@ class FreshClock:
         self.next_check = 0
         self.checks = 0
 
-    def due(self, steps: int, epoch: int, local_fresh: int) -> bool:
+    def due(self, steps: int, evals: int, local_fresh: int) -> bool:
         if steps < self.next_check:
             return False
         self.checks += 1
         (total,) = self.all_reduce([local_fresh])
-        target = -(-(epoch + 1) * self.n_train // self.per_epoch)
+        target = -(-(evals + 1) * self.n_train // self.per_epoch)
         if total >= target:
             self.next_check = steps + 1
             return True
