@@ -75,12 +75,12 @@ echoray.train(None, {**base, "source.limit": 128, "echo.stage": "after_augment",
 """
 
 
-def test_custom_model_ops_and_reader_through_the_yaml(tmp_path):
+def test_custom_model_ops_and_reader_through_the_yaml(tmp_path, sqlite_uri):
     sys.path.insert(0, str(REPO / "examples"))
     from my_reader import write_digits
 
     npy = write_digits(tmp_path / "npy")
-    run(["-c", YAML_RUNS, f"sqlite:///{tmp_path / 'mlflow.db'}", str(npy), str(tmp_path)], REPO,
+    run(["-c", YAML_RUNS, sqlite_uri, str(npy), str(tmp_path)], REPO,
         extra_path=[REPO / "examples"])
 
     model = json.loads((tmp_path / "model" / "summary.json").read_text())
