@@ -9,7 +9,7 @@ BASE = ["train.target=null", "audit.enabled=true", "source.limit=128", "train.ba
         "preprocess.augment.on=worker", "preprocess.augment.ops=[{op: random_crop, padding: 2}, {op: flip}]"]
 # One worker trained in the test's process, as `echoray train` trains on a local Ray it
 # started: the same worker loop makes the views (test_warm_trials: the same audit rows as a
-# Ray Train run), ~10 s less per run. Grouped mode and the seed test train in Ray Train.
+# Ray Train run), ~10 s less per run. Grouped mode trains in a Ray Train worker group.
 IN_PROCESS = "scaling.in_process=true"
 
 
@@ -75,8 +75,9 @@ def test_grouped_mode_four_workers_two_groups(run_pipeline):
 
 
 def test_same_seed_same_losses(run_pipeline):
-    overrides = [*BASE, "train.max_epochs=3", "batch_augmentation.copies=2", "echo.stage=before_augment",
-                 "echo.factor=1.5", "model.dropout=0.2"]
+    # both runs in this one process: the second must not inherit anything of the first
+    overrides = [*BASE, IN_PROCESS, "train.max_epochs=3", "batch_augmentation.copies=2",
+                 "echo.stage=before_augment", "echo.factor=1.5", "model.dropout=0.2"]
     a, _ = run_pipeline(None, *overrides, name="det_a")
     b, _ = run_pipeline(None, *overrides, name="det_b")
     assert [h["loss"] for h in a["history"]] == [h["loss"] for h in b["history"]]
