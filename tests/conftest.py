@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -24,8 +25,24 @@ def pytest_collection_modifyitems(items):
             item.add_marker(getattr(pytest.mark, tier))
 
 
+@pytest.fixture(scope="session")
+def _empty_mlflow_store(tmp_path_factory) -> Path:
+    """An MLflow sqlite store as its first open leaves it (tables made, schema migrated,
+    the Default experiment), made once per session. That first open runs MLflow's ~70
+    schema migrations, seconds on this machine, and every run of the integration tier
+    opened a store of its own."""
+    from mlflow.tracking import MlflowClient
+
+    path = tmp_path_factory.mktemp("mlflow_store") / "mlflow.db"
+    MlflowClient(f"sqlite:///{path}").search_experiments()
+    return path
+
+
 @pytest.fixture
-def sqlite_uri(tmp_path) -> str:
+def sqlite_uri(tmp_path, _empty_mlflow_store) -> str:
+    """A fresh, empty MLflow store of this test's own (tmp_path/mlflow.db): a copy of the
+    session's migrated empty store, so no process of the test pays the migrations."""
+    shutil.copyfile(_empty_mlflow_store, tmp_path / "mlflow.db")
     return f"sqlite:///{tmp_path / 'mlflow.db'}"
 
 

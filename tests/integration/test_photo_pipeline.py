@@ -29,7 +29,10 @@ def test_echoed_copies_each_crop_the_full_image_and_counts_are_exact(run_pipelin
     root = write_jpeg_folder(tmp_path / "jpg", n=64)
     overrides = photo_overrides(root, "train.max_epochs=2", "train.target=null", "audit.enabled=true",
                                 "train.batch_size=8", "echo.stage=before_augment", "echo.factor=2",
-                                "model.width=8")
+                                "model.width=8",
+                                # in the test's process, as `echoray train` on a local Ray it
+                                # started (the same stream and counts, test_warm_trials)
+                                "scaling.in_process=true")
     summary, audit = run_pipeline(None, *overrides, name="photos")
     train_ids = index_source(load_config(None, overrides).source).train_ids
     t = audit.to_pydict()

@@ -13,6 +13,13 @@ from echoray.data.fixtures import decode_id, write_cifar10_bin
 from echoray.data.sources import index_source
 
 SMALL = ["train.max_epochs=3", "train.target=null", "audit.enabled=true", "train.batch_size=32"]
+# Trained in the test's own process, as `echoray train` trains a one-worker run on a local
+# Ray it started. What these tests check (what a source reads, the stop at the target, the
+# counts) is the same stream and worker loop either way (test_warm_trials: the same audit
+# rows as a Ray Train run), and a Ray Train worker group cost each run ~10 s more. The Ray
+# Train path has its own: test_digits_end_to_end_exact_counts_and_mlflow, test_echo_pipeline,
+# test_batch_augment_pipeline, test_bad_data, test_worker_failure, test_driver_resume.
+IN_PROCESS = "scaling.in_process=true"
 
 SUMMARY_KEYS = {
     "pipeline", "run_dir", "mlflow_run_id", "mlflow_tracking_uri", "echo", "batch_augmentation",
@@ -64,7 +71,7 @@ def test_digits_end_to_end_exact_counts_and_mlflow(run_pipeline, sqlite_uri):
 
 
 def test_digits_reaches_a_modest_target_and_stops(run_pipeline):
-    summary, _ = run_pipeline(None, "train.target=0.5", "train.max_epochs=10", "source.limit=640")
+    summary, _ = run_pipeline(None, "train.target=0.5", "train.max_epochs=10", "source.limit=640", IN_PROCESS)
     assert summary["target_reached"] is True and summary["stop_reason"] == "target reached"
     assert summary["metric"]["value"] >= 0.5
     assert summary["epochs"] < 10
@@ -78,7 +85,7 @@ def test_each_source_format_runs_the_whole_pipeline(run_pipeline, s3_data, kind,
     """The same files on local disk and in the tests' S3 bucket (s3://echoray-data/<kind>):
     the Ray Data actors read the bucket through the AWS variables the local Ray inherited."""
     path = s3_data[kind][0 if where == "local" else 1]
-    overrides = [*SMALL, f"source.kind={kind}", f"source.path={path}", "source.image_size=32",
+    overrides = [*SMALL, IN_PROCESS, f"source.kind={kind}", f"source.path={path}", "source.image_size=32",
                  "source.chunk_size=16", "preprocess.augment.ops=[{op: random_crop, padding: 4}, {op: flip}]"]
     summary, audit = run_pipeline(None, *overrides, name=f"{kind}-{where}")
     idx = index_source(load_config(None, overrides).source)
