@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import threading
+import time
 
 import numpy as np
 
@@ -141,12 +142,24 @@ def _count(reader: TextReader, split: str, n_units: int) -> np.ndarray:
 
 
 def index(cfg: SourceConfig) -> SourceIndex:
+    """The text source's index; details["stats"]["index_s"] times its phases (list: the
+    documents and the split, tokenizer: training or loading it, units: the read plan,
+    count: the sequences of every unit of both splits)."""
+    clock = [time.perf_counter()]
+
+    def lap() -> float:
+        clock.append(time.perf_counter())
+        return round(clock[-1] - clock[-2], 3)
+
     train, held = _split_docs(cfg)
+    phases = {"list": lap()}
     tokenizer = make_tokenizer(cfg, train[0], train[2], train[3])
+    phases["tokenizer"] = lap()
     details = {"seq_len": cfg.seq_len, "tokenizer": tokenizer.spec()}
     for split, (fs, uri, docs, ids, key) in (("train", train), ("eval", held)):
         details.update({f"{split}_uri": uri, f"{split}_key": key, f"{split}_docs": docs,
                         f"{split}_units": corpus.read_units(fs, docs, ids, cfg.range_bytes)})
+    phases["units"] = lap()
     idx = SourceIndex(kind="text", num_classes=tokenizer.vocab_size, train_ids=np.zeros(0, np.int64),
                       eval_ids=np.zeros(0, np.int64), image_size=None, channels=1, details=details)
     stats = {}
@@ -161,7 +174,8 @@ def index(cfg: SourceConfig) -> SourceIndex:
                               f"sequence of source.seq_len + 1 = {cfg.seq_len + 1} tokens")
         stats[split] = {"documents": len(ids), "units": len(counts), "bytes": reader.bytes_read,
                         "sequences": int(counts.sum()), "invalid_utf8_replaced": reader.bad_utf8}
-    details["stats"] = stats
+    phases["count"] = lap()
+    details["stats"] = {**stats, "index_s": phases}
     idx.train_ids = np.arange(stats["train"]["sequences"], dtype=np.int64)
     idx.eval_ids = np.arange(stats["eval"]["sequences"], dtype=np.int64)
     return idx
