@@ -183,6 +183,8 @@ def test_bpe_is_deterministic_round_trips_and_counts_bytes():
     (ids,) = tok.encode([text])
     assert tok.decode(ids) == text and len(ids) < len(text.encode())
     assert int(tok.token_bytes[ids].sum()) == len(text.encode()) and tok.token_bytes[tok.eod] == 0
+    for t in (tok, ByteTokenizer()):  # the index counts with lengths, the actors pack encode's ids
+        assert t.lengths([*docs, "", text]) == [len(i) for i in t.encode([*docs, "", text])]
 
 
 def test_bpe_source_trains_once_and_reuses_a_saved_tokenizer(tmp_path):

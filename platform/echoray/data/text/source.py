@@ -128,16 +128,21 @@ def make_tokenizer(cfg: SourceConfig, fs, docs, doc_ids):
 
 
 def _count(reader: TextReader, split: str, n_units: int) -> np.ndarray:
-    """Sequences per unit (the same code the actors run), in parallel batches."""
+    """Sequences per unit, as the actors pack them: the units' texts are read in threads
+    (file reads and gzip release the GIL), then COUNT_BATCH units' texts go to the
+    tokenizer in one call that counts tokens only (tokenizers.lengths: the BPE's own Rust
+    threads share the documents out; no id lists are made). Counting unit by unit in 4
+    Python threads, each encoding its unit's texts into id arrays, was 27.8 s of a 47.2 s
+    BPE index of the 24 MB Documentation tree (7 units of 1 MB stored: 4 threads had 7
+    tasks; load 3-5)."""
     counts = np.zeros(n_units, np.int64)
-
-    def one(u: int) -> int:
-        texts, ends = reader.texts(split, u)
-        return packing.sequences_in(len(packing.unit_tokens(texts, ends, reader.tokenizer)), reader.seq_len)
-
     with cf.ThreadPoolExecutor(4) as pool:
         for s in range(0, n_units, COUNT_BATCH):
-            counts[s : s + COUNT_BATCH] = list(pool.map(one, range(s, min(n_units, s + COUNT_BATCH))))
+            units = list(pool.map(lambda u: reader.texts(split, u), range(s, min(n_units, s + COUNT_BATCH))))
+            lengths = iter(reader.tokenizer.lengths([t for texts, _ in units for t in texts]))
+            for j, (texts, ends) in enumerate(units):
+                n_tokens = sum(next(lengths) for _ in texts) + sum(ends)  # + end-of-document ids
+                counts[s + j] = packing.sequences_in(n_tokens, reader.seq_len)
     return counts
 
 
