@@ -111,7 +111,7 @@ NEEDS_RAY = ("figure5", "auto", "ba", "pipeline")
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--part", nargs="+", default=["all"], choices=["all", *PART_NAMES])
-    ap.add_argument("--smoke", action="store_true", help="tiny scale, results to a temporary folder")
+    ap.add_argument("--smoke", action="store_true", help="tiny scale, its files to a temporary folder")
     ap.add_argument("--work", default=None, help="scratch folder (default: a temporary folder)")
     ap.add_argument("--set", action="append", default=[], help="key=value for every LM run (figure5, auto, ba)")
     for key, (_, _, typ, many) in SCALE.items():
@@ -127,7 +127,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 def main() -> None:
     a = parse()
     a.work = a.work or tempfile.mkdtemp(prefix="lm-bench-")
-    results = Path(a.work) / "results" if a.smoke else RESULTS
+    out_dir = Path(a.work) / "out" if a.smoke else RESULTS
     import lm_common
 
     lm_common.TRACKING = f"sqlite:///{Path(a.work).resolve()}/mlflow.db"
@@ -140,10 +140,10 @@ def main() -> None:
         load0, t0 = os.getloadavg(), time.time()
         scale = {"part": name, "smoke": a.smoke, "argv": sys.argv,
                  **{k: getattr(a, k) for k in SCALE if k.startswith(prefix(name))}}
-        written = run[name](a, results, scale)
+        written = run[name](a, out_dir, scale)
         print(f"{name}: {(time.time() - t0) / 60:.1f} min, load {load0[0]:.2f} -> {os.getloadavg()[0]:.2f}; "
               f"wrote {', '.join(written)}", flush=True)
-    print(f"results in {results}, scratch in {a.work}")
+    print(f"files in {out_dir}, scratch in {a.work}")
 
 
 def prefix(part: str) -> str:
