@@ -1,73 +1,137 @@
-"""Figure 5 of the data-echoing paper on this project's LM: fresh tokens needed to reach a
-bits-per-byte target against the echo factor e, at two batch sizes, over seeds.
+"""Figure 5 of the data-echoing paper on this project's LM (benchmarks/lm.py --part figure5):
+fresh tokens needed to reach a held-out bits-per-byte target against the echo factor e,
+at two batch sizes, over seeds.
 
-For every (batch size, e, seed) it runs `echoray train PIPELINE` with echo.stage (batch
-echo by default, as the paper's Transformer experiments; --stage before_augment for
-example echo), echo.factor e and that batch size and seed, and reads summary.json:
-fresh tokens to target = fresh_examples_to_target x seq_len (null when the run did not
-reach the target within its budget). It saves benchmarks/results/lm_echo_figure5.json and
-a plot: mean over seeds with min/max bars per batch size, and the dotted line
-baseline / e (repeated tokens worth as much as fresh ones).
+Each (batch size, e, seed) is one in-process run of the small LM (benchmarks/lm_common.py)
+with batch echo (echo.stage batch, as the paper's Transformer experiments; --f5-stage
+before_augment for example echo), stopped at the target or at a budget of fresh tokens.
+Fresh tokens to target are read from the run's evaluation history, interpolated between
+the two evaluations around the target (lm_common.crossing; the summary's own
+fresh_examples_to_target, at evaluation resolution, is kept beside it). Per point: mean,
+min and max over the seeds that reached the target, and how many did.
 
-Unlike the paper, the optimizer settings are the pipeline's for every point (no search
-per point); `echoray study` with an LM pipeline does the tuned comparison.
+What a repeated token is worth, from the means: a run at e trains e x F(e) tokens of which
+F(e) are fresh; if the (e - 1) x F(e) repeats were each worth w fresh ones, F(1) = F(e) x
+(1 + w (e - 1)), so
 
-    .venv/bin/python benchmarks/lm_echo_figure5.py [--pipeline pipelines/lm_linux_doc.yaml]
-        [--factors 1 2 4 8 16] [--batch-sizes 32 128] [--seeds 0 1 2] [--target 2.6]
-        [--stage batch] [--set key=value ...] [--out DIR]
+    w(e) = (F(1) / F(e) - 1) / (e - 1)
+
+(1 on the dotted line F(1)/e: a repeat as good as a fresh token; 0: worthless). The
+script states, per batch size, the first e at which w falls below --worth (default 0.5:
+a repeat worth less than half a fresh token) and the e with the fewest fresh tokens (the
+most useful factor, the paper's reading of its Figure 5: between 4 and 8 at batch 1024,
+above 16 at 4096). Unlike the paper, the optimizer settings are the same for every point
+(no search per point).
+
+-> results/lm_echo_figure5.json, lm_echo_figure5.png
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import statistics
-import subprocess
-import sys
 from pathlib import Path
 
-from common import REPO, RESULTS, save
+import lm_common
+from common import save
 
 
-def one_run(args, batch: int, e: float, seed: int, out: Path) -> dict:
-    exe = Path(sys.executable).parent / "echoray"
-    sets = [f"echo.stage={args.stage if e > 1 else 'none'}", f"echo.factor={e}", f"train.batch_size={batch}",
-            f"seed={seed}", f"train.target={args.target}", "train.log_every_s=0", *args.set]
-    cmd = [str(exe), "train", args.pipeline, "--out", str(out)] + [x for s in sets for x in ("--set", s)]
-    env = {**os.environ, "PYTHONPATH": str(REPO / "platform")}
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
-    s = json.loads((out / "summary.json").read_text())
-    seq_len = s["text"]["seq_len"]
-    hit = s["fresh_examples_to_target"]
-    return {"batch_size": batch, "factor": e, "seed": seed, "reached": s["target_reached"],
-            "fresh_tokens_to_target": hit * seq_len if hit is not None else None,
-            "fresh_tokens": s["text"]["fresh_tokens"], "best_bits_per_byte": s["best_metric"],
-            "wall_s": s["wall_s"], "run_dir": s["run_dir"]}
+def fresh_budget(a, e: float) -> int:
+    """Fresh tokens a run at e may read: --f5-budget-tokens, or less where e times it would
+    train more than --f5-trained-cap times it (a run at e trains e x its fresh tokens)."""
+    return int(min(a.f5_budget_tokens, a.f5_trained_cap * a.f5_budget_tokens / e))
 
 
-def spread(values: list[float]) -> dict:
-    if not values:
-        return {"mean": None, "min": None, "max": None, "n": 0}
-    return {"mean": statistics.fmean(values), "min": min(values), "max": max(values), "n": len(values)}
+def one_run(a, c: lm_common.Corpus, batch: int, e: float, seed: int) -> dict:
+    budget_tokens = fresh_budget(a, e)
+    budget = budget_tokens // c.seq_len
+    # the same spacing in fresh tokens at every e: f5_evals evaluations in the full budget
+    k = lm_common.evals_for(c, batch, a.f5_budget_tokens // c.seq_len, a.f5_evals)
+    s = lm_common.run([f"echo.stage={a.f5_stage if e > 1 else 'none'}", f"echo.factor={e}",
+                       f"train.batch_size={batch}", f"seed={seed}", f"train.target={a.f5_target}",
+                       f"train.max_fresh_examples={budget}", f"train.evals_per_epoch={k}", *a.set],
+                      f"b{batch}-e{e:g}-s{seed}")
+    hit = lm_common.crossing(s["history"], a.f5_target)
+    coarse = s["fresh_examples_to_target"]
+    return {"batch_size": batch, "factor": e, "seed": seed, "reached": hit is not None,
+            "fresh_tokens_to_target": hit * c.seq_len if hit is not None else None,
+            "fresh_tokens_to_target_at_eval": coarse * c.seq_len if coarse is not None else None,
+            "budget_tokens": budget * c.seq_len, "evals_per_epoch": k, "evaluations": len(s["history"]),
+            "fresh_tokens": s["text"]["fresh_tokens"], "trained_tokens": s["text"]["trained_tokens"],
+            "best_bits_per_byte": s["best_metric"], "steps": s["steps"], "wall_s": s["wall_s"],
+            "train_loop_s": s["train_loop_s"], "eval_s": s["eval_s"],
+            "curve": [(h["fresh_examples"] * c.seq_len, h.get("bits_per_byte")) for h in s["history"]]}
 
 
-def plot(points: list[dict], path: Path, title: str) -> Path:
+def points(runs: list[dict]) -> list[dict]:
+    """Per (batch size, e): the spread over the seeds that reached the target."""
+    keys = sorted({(r["batch_size"], r["factor"]) for r in runs})
+    out = []
+    for b, e in keys:
+        mine = [r for r in runs if (r["batch_size"], r["factor"]) == (b, e)]
+        out.append({"batch_size": b, "factor": e, "seeds": len(mine), "budget_tokens": max(r["budget_tokens"] for r in mine),
+                    **lm_common.spread([r["fresh_tokens_to_target"] for r in mine])})
+    return out
+
+
+def worth(pts: list[dict], threshold: float) -> list[dict]:
+    """Per batch size: w(e) for every factor (module docstring; a factor no seed of which
+    reached the target within its budget B has w(e) < (F(1) / B - 1) / (e - 1), kept as
+    worth_at_most), the first e whose w is below `threshold`, and the e with the fewest
+    mean fresh tokens to target."""
+    out = []
+    for b in sorted({p["batch_size"] for p in pts}):
+        mine = sorted((p for p in pts if p["batch_size"] == b), key=lambda p: p["factor"])
+        base = next((p["mean"] for p in mine if p["factor"] == 1), None)
+        reached = [p for p in mine if p["mean"] is not None]
+        ws = [{"factor": p["factor"], "fresh_tokens": p["mean"], "on_line": base / p["factor"] if base else None,
+               "worth": (base / p["mean"] - 1) / (p["factor"] - 1) if base and p["factor"] > 1 else None,
+               "worth_at_most": None}
+              for p in reached]
+        ws += [{"factor": p["factor"], "fresh_tokens": None, "on_line": base / p["factor"] if base else None,
+                "worth": None, "worth_at_most": (base / p["budget_tokens"] - 1) / (p["factor"] - 1)
+                if base and p["factor"] > 1 else None} for p in mine if p["mean"] is None]
+        ws.sort(key=lambda w: w["factor"])
+        below = next((w["factor"] for w in ws if bound(w) is not None and bound(w) < threshold), None)
+        best = min(reached, key=lambda p: p["mean"])["factor"] if reached else None
+        out.append({"batch_size": b, "worth": ws, "worth_threshold": threshold, "first_e_below": below,
+                    "most_useful_e": best, "largest_e": mine[-1]["factor"] if mine else None,
+                    "unreached_factors": [p["factor"] for p in mine if p["mean"] is None],
+                    "statement": statement(b, base, ws, below, best, threshold, mine)})
+    return out
+
+
+def bound(w: dict) -> float | None:
+    """w(e) where measured, else its upper bound from the budget (None: neither)."""
+    return w["worth"] if w["worth"] is not None else w["worth_at_most"]
+
+
+def statement(b, base, ws, below, best, threshold, mine) -> str:
+    if base is None:
+        return f"batch {b}: e = 1 did not reach the target, so nothing is compared"
+    if below is not None:
+        where = f"from e = {below:g} on, a repeated token is worth less than {threshold:g} of a fresh one"
+    else:
+        known = max((w["factor"] for w in ws if w["worth"] is not None), default=1.0)
+        beyond = ", ".join(f"{w['factor']:g}" for w in ws if w["factor"] > known)
+        where = (f"up to e = {known:g} a repeated token is worth at least {threshold:g} of a fresh one"
+                 + (" (the largest tested)" if not beyond else
+                    f" (e = {beyond} did not reach the target within its budget)"))
+    return f"batch {b}: {where}; the fewest fresh tokens to target at e = {best:g}"
+
+
+def plot(pts: list[dict], path: Path, title: str) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(5.5, 4.0))
-    for batch in sorted({p["batch_size"] for p in points}):
-        mine = sorted((p for p in points if p["batch_size"] == batch and p["n"]), key=lambda p: p["factor"])
+    for batch in sorted({p["batch_size"] for p in pts}):
+        mine = sorted((p for p in pts if p["batch_size"] == batch and p["n"]), key=lambda p: p["factor"])
         if not mine:
             continue
-        xs = [p["factor"] for p in mine]
-        mean = [p["mean"] for p in mine]
-        err = [[m - p["min"] for m, p in zip(mean, mine, strict=True)], [p["max"] - m for m, p in zip(mean, mine, strict=True)]]
+        xs, mean = [p["factor"] for p in mine], [p["mean"] for p in mine]
+        err = [[m - p["min"] for m, p in zip(mean, mine, strict=True)],
+               [p["max"] - m for m, p in zip(mean, mine, strict=True)]]
         line = ax.errorbar(xs, mean, yerr=err, marker="o", capsize=4, label=f"batch {batch}")
         base = next((p["mean"] for p in mine if p["factor"] == 1), None)
         if base:
@@ -76,7 +140,7 @@ def plot(points: list[dict], path: Path, title: str) -> Path:
     ax.set_yscale("log")
     ax.set_xlabel("echo factor e")
     ax.set_ylabel("fresh tokens to target")
-    ax.set_title(title + "\n(dotted: baseline / e)", fontsize=9)
+    ax.set_title(title + "\n(bars: min..max over seeds; dotted: e = 1 / e)", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -85,39 +149,27 @@ def plot(points: list[dict], path: Path, title: str) -> Path:
     return path
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--pipeline", default=str(REPO / "pipelines" / "lm_linux_doc.yaml"))
-    ap.add_argument("--factors", type=float, nargs="+", default=[1, 2, 4, 8, 16])
-    ap.add_argument("--batch-sizes", type=int, nargs="+", default=[32, 128])
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--target", type=float, default=3.3, help="bits per byte to reach (from above)")
-    ap.add_argument("--stage", default="batch", choices=["batch", "before_augment"])
-    ap.add_argument("--set", action="append", default=[], help="extra key=value for every run")
-    ap.add_argument("--out", default=str(RESULTS / "lm_echo_figure5"))
-    args = ap.parse_args()
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+def part(a, results: Path, scale: dict) -> list[str]:
+    c = lm_common.corpus(a.set)
     runs = []
-    for batch in args.batch_sizes:
-        for e in args.factors:
-            for seed in args.seeds:
-                r = one_run(args, batch, e, seed, out / f"b{batch}-e{e:g}-s{seed}")
+    for batch in a.f5_batch_sizes:
+        for e in a.f5_factors:
+            for seed in a.f5_seeds:
+                r = one_run(a, c, batch, e, seed)
                 runs.append(r)
-                print(f"batch {batch} e {e:g} seed {seed}: "
-                      + (f"{r['fresh_tokens_to_target']:,} fresh tokens to target" if r["reached"]
-                         else f"not reached (best {r['best_bits_per_byte']:.4f} bpb)"), flush=True)
-    points = [{"batch_size": b, "factor": e,
-               **spread([r["fresh_tokens_to_target"] for r in runs
-                         if r["batch_size"] == b and r["factor"] == e and r["reached"]])}
-              for b in args.batch_sizes for e in args.factors]
-    title = f"{Path(args.pipeline).stem}: {args.stage} echo, target {args.target} bits/byte, {len(args.seeds)} seeds"
-    png = plot(points, out / "figure5_fresh_tokens.png", title)
-    result = {"pipeline": args.pipeline, "stage": args.stage, "target_bits_per_byte": args.target,
-              "extra": args.set, "points": points, "runs": runs, "plot": str(png)}
-    save("lm_echo_figure5", result, args, path=out / "lm_echo_figure5.json", )
-    print(f"-> {out / 'lm_echo_figure5.json'}, {png}")
-
-
-if __name__ == "__main__":
-    main()
+                print(f"figure5 batch {batch} e {e:g} seed {seed}: "
+                      + (f"{r['fresh_tokens_to_target']:,.0f} fresh tokens to target" if r["reached"]
+                         else f"not reached (best {r['best_bits_per_byte']:.4f} bpb)")
+                      + f", {r['steps']} steps, {r['wall_s']:.1f} s", flush=True)
+    pts = points(runs)
+    verdict = worth(pts, a.f5_worth)
+    for v in verdict:
+        print(v["statement"], flush=True)
+    results.mkdir(parents=True, exist_ok=True)
+    title = f"small LM, {a.f5_stage} echo, target {a.f5_target} bits/byte, {len(a.f5_seeds)} seeds"
+    png = plot(pts, results / "lm_echo_figure5.png", title)
+    save("lm_echo_figure5", {"stage": a.f5_stage, "target_bits_per_byte": a.f5_target, "corpus": vars(c),
+                             "model": lm_common.SMALL, "extra": a.set, "scale": scale, "points": pts,
+                             "worth": verdict, "runs": runs, "plot": png.name},
+         a, path=results / "lm_echo_figure5.json", seeds=a.f5_seeds)
+    return ["lm_echo_figure5"]

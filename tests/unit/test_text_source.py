@@ -183,6 +183,8 @@ def test_bpe_is_deterministic_round_trips_and_counts_bytes():
     (ids,) = tok.encode([text])
     assert tok.decode(ids) == text and len(ids) < len(text.encode())
     assert int(tok.token_bytes[ids].sum()) == len(text.encode()) and tok.token_bytes[tok.eod] == 0
+    for t in (tok, ByteTokenizer()):  # the index counts with lengths, the actors pack encode's ids
+        assert t.lengths([*docs, "", text]) == [len(i) for i in t.encode([*docs, "", text])]
 
 
 def test_bpe_source_trains_once_and_reuses_a_saved_tokenizer(tmp_path):
@@ -195,6 +197,24 @@ def test_bpe_source_trains_once_and_reuses_a_saved_tokenizer(tmp_path):
     assert np.array_equal(reused.details["train_base"], idx.details["train_base"])
     with pytest.raises(SourceError, match="source.tokenizer.path /nope/tok.json: no such file"):
         index_source(text_source(tmp_path / "c", tokenizer={"kind": "bpe", "path": "/nope/tok.json"}))
+
+
+def test_a_bpe_index_counts_each_unit_as_the_actors_pack_it_and_times_its_phases(tmp_path):
+    make_corpus(tmp_path / "c", n_docs=12)
+    write_lines(tmp_path / "c" / "long.txt", 500, 7)  # cut into several ranges
+    (tmp_path / "c" / "z.txt.gz").write_bytes(gzip.compress((tmp_path / "c" / "doc03.txt").read_bytes()))
+    idx = index_source(text_source(tmp_path / "c", tokenizer={"kind": "bpe", "vocab_size": 300}))
+    reader = TextReader(idx)
+    for split in ("train", "eval"):
+        base = idx.details[f"{split}_base"]
+        units = idx.details[f"{split}_units"]
+        assert len(base) == len(units) + 1
+        assert [len(reader.unit_rows(split, u)) for u in range(len(units))] == list(np.diff(base))
+    assert base[-1] == len(idx.eval_ids) and idx.details["train_base"][-1] == len(idx.train_ids)
+    assert any(len(u) == 1 and u[0][2] != corpus.WHOLE  # a range of long.txt, in one split or the other
+               for split in ("train", "eval") for u in idx.details[f"{split}_units"])
+    phases = idx.details["stats"]["index_s"]
+    assert set(phases) == {"list", "tokenizer", "units", "count"} and all(v >= 0 for v in phases.values())
 
 
 @pytest.mark.parametrize("override, named", [

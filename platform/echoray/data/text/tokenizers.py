@@ -1,6 +1,7 @@
 """Tokenizers of the text source: `bytes` and byte-level `bpe` (Hugging Face tokenizers).
 
-Contract of both: `encode(texts) -> list of int arrays`, `eod` (the end-of-document
+Contract of both: `encode(texts) -> list of int arrays`, `lengths(texts)` (the length of
+each of those arrays, cheaper), `eod` (the end-of-document
 id appended after each document), `vocab_size`, and `token_bytes` (the UTF-8 byte
 length of every id, 0 for end-of-document), from which held-out loss is turned
 into bits per byte: comparable across tokenizers because the bytes are the same.
@@ -23,6 +24,10 @@ class ByteTokenizer:
 
     def encode(self, texts: list[str]) -> list[np.ndarray]:
         return [np.frombuffer(t.encode("utf-8"), dtype=np.uint8).astype(np.int32) for t in texts]
+
+    def lengths(self, texts: list[str]) -> list[int]:
+        """len(ids) of each text's encoding, without the ids."""
+        return [len(t.encode("utf-8")) for t in texts]
 
     def decode(self, ids) -> str:
         return bytes(int(i) for i in ids if i < 256).decode("utf-8", errors="replace")
@@ -53,6 +58,10 @@ class BpeTokenizer:
     def encode(self, texts: list[str]) -> list[np.ndarray]:
         out = self.tok.encode_batch_fast(texts, add_special_tokens=False) if texts else []
         return [np.asarray(e.ids, dtype=np.int32) for e in out]
+
+    def lengths(self, texts: list[str]) -> list[int]:
+        """len(ids) of each text's encoding, without making the ids (one batch call)."""
+        return [len(e) for e in self.tok.encode_batch_fast(texts, add_special_tokens=False)] if texts else []
 
     def decode(self, ids) -> str:
         return self.tok.decode([int(i) for i in ids], skip_special_tokens=True)

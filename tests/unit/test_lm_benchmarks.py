@@ -1,0 +1,138 @@
+"""The language-model benchmarks' arithmetic (benchmarks/lm*.py): fresh tokens to target
+read between evaluations, what a repeated token is worth and the statement made from it,
+the latency calibration for R, auto's goals, batch augmentation's table, and the driver's
+scales. The runs themselves are exercised by `benchmarks/lm.py --smoke`."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import pytest
+
+from helpers import REPO
+
+BENCH = REPO / "benchmarks"
+
+
+def load(name: str):
+    sys.path.insert(0, str(BENCH))
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+lm_common = load("lm_common")
+f5 = load("lm_echo_figure5")
+auto = load("lm_auto_echo")
+ba = load("lm_ba")
+driver = load("lm")
+
+
+def rows(*pairs):
+    return [{"fresh_examples": f, "bits_per_byte": v} for f, v in pairs]
+
+
+def test_crossing_interpolates_between_the_evaluations_around_the_target():
+    h = rows((100, 5.0), (200, 4.5), (300, 3.5), (400, 3.0))
+    assert lm_common.crossing(h, 4.0) == pytest.approx(250.0)  # half way from 4.5 to 3.5
+    assert lm_common.crossing(h, 4.5) == 200.0  # an evaluation exactly at the target
+    assert lm_common.crossing(h, 5.5) == 100.0  # reached at the first evaluation: that point
+    assert lm_common.crossing(h, 2.0) is None
+    # rows without the metric (an image run's) are skipped, not read as zero
+    assert lm_common.crossing([{"fresh_examples": 50}, *h], 4.0) == pytest.approx(250.0)
+
+
+def test_evals_for_spaces_evaluations_over_the_budget_at_most_one_per_step():
+    c = lm_common.Corpus(sequences=10_000, seq_len=64, pieces=500, documents=300, bytes=650_000)
+    assert c.tokens == 640_000
+    assert lm_common.evals_for(c, 16, 1_000, 10) == 100  # 10 evaluations in a tenth of an epoch
+    assert lm_common.evals_for(c, 64, 100, 40) == 156  # capped: 10,000 // 64 steps in an epoch
+    assert lm_common.evals_for(c, 16, 20_000, 1) == 1
+
+
+def point(b, e, mean, budget=1000.0):
+    return {"batch_size": b, "factor": e, "seeds": 3, "n": 3 if mean else 0, "mean": mean,
+            "min": mean, "max": mean, "budget_tokens": budget}
+
+
+def test_worth_of_a_repeat_and_the_statement_come_from_the_data():
+    # batch 16: on the line up to e = 2 (w = 1), w = 0.5 at 4, 1/7 at 8; batch 64: always on it
+    pts = [point(16, 1, 800.0), point(16, 2, 400.0), point(16, 4, 320.0), point(16, 8, 400.0),
+           point(64, 1, 1600.0), point(64, 2, 800.0), point(64, 4, 400.0), point(64, 8, None)]
+    v16, v64 = f5.worth(pts, 0.5)
+    assert [round(w["worth"], 4) if w["worth"] is not None else None for w in v16["worth"]] == [None, 1.0, 0.5, 0.1429]
+    assert v16["first_e_below"] == 8 and v16["most_useful_e"] == 4
+    assert v16["statement"] == ("batch 16: from e = 8 on, a repeated token is worth less than 0.5 of a fresh one; "
+                                "the fewest fresh tokens to target at e = 4")
+    # batch 64: on the line up to 4; e = 8 did not reach the target within 1,000 fresh tokens,
+    # so its repeats were worth less than (1600 / 1000 - 1) / 7
+    assert v64["worth"][-1]["worth_at_most"] == pytest.approx(0.6 / 7) and v64["worth"][-1]["worth"] is None
+    assert v64["first_e_below"] == 8 and v64["most_useful_e"] == 4 and v64["unreached_factors"] == [8]
+    # with a budget of 200 the bound says nothing (w < 1): the statement stops at e = 4
+    (v,) = f5.worth([point(64, 1, 1600.0), point(64, 2, 800.0), point(64, 4, 400.0), point(64, 8, None, 200.0)], 0.5)
+    assert v["first_e_below"] is None
+    assert v["statement"] == ("batch 64: up to e = 4 a repeated token is worth at least 0.5 of a fresh one "
+                              "(e = 8 did not reach the target within its budget); "
+                              "the fewest fresh tokens to target at e = 4")
+    (v,) = f5.worth([point(64, 1, 1600.0), point(64, 2, 800.0)], 0.5)
+    assert v["statement"].startswith("batch 64: up to e = 2 a repeated token is worth at least 0.5 of a fresh one "
+                                     "(the largest tested)")
+    none = f5.worth([point(32, 1, None), point(32, 2, 100.0)], 0.5)[0]
+    assert none["statement"] == "batch 32: e = 1 did not reach the target, so nothing is compared"
+
+
+def test_points_spread_over_the_seeds_that_reached_the_target():
+    runs = [{"batch_size": 16, "factor": 2.0, "seed": s, "fresh_tokens_to_target": v, "budget_tokens": 500}
+            for s, v in ((0, 100.0), (1, 300.0), (2, None))]
+    (p,) = f5.points(runs)
+    assert (p["seeds"], p["n"], p["mean"], p["min"], p["max"], p["budget_tokens"]) == (3, 2, 200.0, 100.0, 300.0, 500)
+
+
+def test_a_run_at_e_reads_fewer_fresh_tokens_where_it_would_train_past_the_cap():
+    a = driver.parse(["--f5-budget-tokens", "1000", "--f5-trained-cap", "4"])
+    assert [f5.fresh_budget(a, e) for e in (1, 2, 4, 8, 16)] == [1000, 1000, 1000, 500, 250]
+
+
+def test_latency_for_r_inverts_the_probe():
+    # a sequence costs c = 1 ms of compute plus k = 0.1 requests of latency L:
+    # at L0 = 2 ms upstream is 1 / (0.001 + 0.0002) = 833.3/s; downstream 1000/s
+    up0 = 1 / (0.001 + 0.1 * 0.002)
+    latency = auto.latency_for(5.0, 2.0, up0, 1000.0, 0.1)
+    assert latency == pytest.approx(40.0)  # 1 / (0.001 + 0.1 * 0.040) = 200/s = 1000 / 5
+    assert auto.latency_for(0.5, 2.0, up0, 1000.0, 0.1) == 0.0  # faster than compute allows: none
+
+
+def test_auto_goals_against_e1_and_the_best_fixed_factor():
+    def row(f, t):
+        return {"factor": f, "time_to_target_s": {"mean": t}}
+
+    g = auto.goals([row("1", 100.0), row("2", 52.0), row("4", 27.0), row("8", 30.0), row("auto", 28.0)])
+    assert g["best_fixed_factor"] == "4"
+    assert g["auto_speedup_vs_e1"] == pytest.approx(100 / 28) and g["speedup_met"]
+    assert g["auto_time_over_best_fixed"] == pytest.approx(28 / 27) and g["within_best_met"]
+    g = auto.goals([row("1", 100.0), row("4", 27.0), row("auto", None)])
+    assert g["auto_speedup_vs_e1"] is None and not g["speedup_met"] and not g["within_best_met"]
+
+
+def test_ba_rows_compare_each_m_with_m1_of_the_same_seed():
+    runs = [{"copies": m, "seed": s, "bits_per_byte": v, "steps": 50, "wall_s": 1.0}
+            for m, s, v in ((1, 0, 3.0), (1, 1, 3.2), (2, 0, 2.9), (2, 1, 3.0), (4, 0, 2.8))]
+    t = {r["copies"]: r for r in ba.rows(runs)}
+    assert t[1]["vs_m1"]["mean"] == 0.0
+    assert t[2]["vs_m1"]["mean"] == pytest.approx(-0.15) and t[2]["bits_per_byte"]["n"] == 2
+    assert t[4]["vs_m1"]["n"] == 1 and t[4]["vs_m1"]["mean"] == pytest.approx(-0.2)
+    assert t[2]["steps"] == [50]
+
+
+def test_the_driver_takes_the_smoke_scale_and_knobs_override_it():
+    a = driver.parse(["--smoke", "--part", "figure5", "ba", "--f5-factors", "1", "2", "--ba-seeds", "3"])
+    assert a.part == ["figure5", "ba"] and a.f5_factors == [1.0, 2.0] and a.ba_seeds == [3]
+    assert a.f5_seeds == driver.SCALE["f5_seeds"][1] and a.f5_budget_tokens == driver.SCALE["f5_budget_tokens"][1]
+    full = driver.parse([])
+    assert full.part == list(driver.PART_NAMES)
+    assert full.f5_factors == [1, 2, 4, 8, 16] and full.f5_batch_sizes == [16, 64] and full.f5_seeds == [0, 1, 2]
+    assert full.ba_copies == [1, 2, 4] and full.auto_r == 5.0 and "auto" in full.auto_factors
+    assert set(driver.SCALE) == {k for k in driver.SCALE if k.split("_")[0] in ("f5", "auto", "ba", "pipe", "index")}
