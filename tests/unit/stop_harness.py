@@ -73,8 +73,8 @@ def one_round(cfg, idx, blocks, delay_s: float) -> dict:
             outcome["error"] = repr(exc)
             raise
 
-    threading.Timer(delay_s, os.kill, (os.getpid(), signal.SIGTERM)).start()
-    try:
+    try:  # the timer starts inside: a SIGTERM at a delay near 0 may land before watch_fit
+        threading.Timer(delay_s, os.kill, (os.getpid(), signal.SIGTERM)).start()
         monitor.watch_fit(fit, Collector(), plan_resources(cfg, False), 600, lambda ev: None, poll_s=0.01)
         outcome["finished"] = True
         while True:  # the timer's SIGTERM ends the wait
