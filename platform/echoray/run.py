@@ -66,6 +66,7 @@ class RunHooks:
     tags: dict[str, str] = field(default_factory=dict)
     on_epoch: Callable[[dict], None] | None = None  # after each epoch's event is logged
     in_process: bool = False  # train in this process if it can (train/in_process.py): a warm trial
+    shared_stream: Any = None  # a search trial's tune/share_consumer.SharedStream: read it instead of its own stream
 
 
 def say(msg: str) -> None:
@@ -175,8 +176,8 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
             cfg.echo.factor, cfg.echo.max_factor, checkpointed=keeps_checkpoints,
             n_train=len(idx.train_ids), max_bad_fraction=cfg.source.max_bad_fraction,
             resume=resume.collector_seed() if resume else None)
-        fit = (_in_process_fit(cfg, idx, collector, storage, keeps_checkpoints, resume) if in_process
-               else build_trainer(cfg, idx, plan, use_gpu, collector, storage).fit)
+        fit = (_in_process_fit(cfg, idx, collector, storage, keeps_checkpoints, resume, hooks.shared_stream)
+               if in_process else build_trainer(cfg, idx, plan, use_gpu, collector, storage).fit)
 
         events = _RunEvents(logger, hooks, resume, idx)
         live = LiveProgress(epoch_clock(cfg, len(idx.train_ids)), cfg.train.log_every_s, events.on_live)
@@ -271,13 +272,13 @@ def choose_in_process(cfg: PipelineConfig, use_gpu: bool, local: bool, hooks: Ru
 
 
 def _in_process_fit(cfg: PipelineConfig, idx: SourceIndex, collector, storage: str, keeps_checkpoints: bool,
-                    resume: Resume | None) -> Callable[[], None]:
+                    resume: Resume | None, shared=None) -> Callable[[], None]:
     from echoray.train.checkpoint_store import CheckpointStore
 
     # With the audit on, each checkpoint holds its epochs' audit rows: keep them all (as Ray Train).
     store = (CheckpointStore(storage, None if cfg.audit.enabled else cfg.train.checkpoints_to_keep)
              if keeps_checkpoints else None)
-    return in_process_fit(cfg, idx, collector, store, resume.checkpoint if resume else None)
+    return in_process_fit(cfg, idx, collector, store, resume.checkpoint if resume else None, shared)
 
 
 def _quiet_console() -> bool:

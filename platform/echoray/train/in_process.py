@@ -43,14 +43,15 @@ def trains_in_process(cfg: PipelineConfig, use_gpu: bool) -> bool:
 
 
 def in_process_fit(cfg: PipelineConfig, idx: SourceIndex, collector, store=None,
-                   checkpoint=None) -> Callable[[], None]:
+                   checkpoint=None, shared=None) -> Callable[[], None]:
     """`fit` for runtime/monitor.watch_fit: the worker loop of rank 0 of 1, in this process.
     `store`: a CheckpointStore to keep checkpoints in (None: none); `checkpoint`: the one
-    to continue from (a resumed run)."""
+    to continue from (a resumed run); `shared`: a search's shared stream to read
+    (tune/share_consumer.py SharedStream) instead of a stream of its own."""
 
     def fit() -> None:
         try:
-            _train(cfg, idx, collector, store, checkpoint)
+            _train(cfg, idx, collector, store, checkpoint, shared)
         except Exception as exc:
             from echoray.train.faults import report_fatal
 
@@ -79,9 +80,10 @@ def _settle_stream(timeout_s: float = 5.0) -> None:
     gc.collect()
 
 
-def _train(cfg: PipelineConfig, idx: SourceIndex, collector, store, ckpt) -> None:
+def _train(cfg: PipelineConfig, idx: SourceIndex, collector, store, ckpt, shared=None) -> None:
     import torch
 
+    from echoray.echo_plan import EchoPlan
     from echoray.train.checkpoint import read_replay
     from echoray.train.faults import Checkpointer, restore_loop
     from echoray.train.lm_eval import make_evaluator
@@ -98,10 +100,13 @@ def _train(cfg: PipelineConfig, idx: SourceIndex, collector, store, ckpt) -> Non
     env = WorkerEnv(0, 1, "cpu", link, Collectives.single(), lambda model: model, evaluator,
                     should_stop=stop.requested)
     loop = WorkerLoop(cfg, env, n_train=len(idx.train_ids), channels=idx.channels,
-                      num_classes=idx.num_classes, image_size=idx.image_size)
+                      num_classes=idx.num_classes, image_size=idx.image_size,
+                      plan=EchoPlan.from_config(cfg, shared_stream=shared is not None))
     first_epoch, consumed = read_replay(ckpt) if ckpt is not None else (0, None)
-    # the preprocessing actor starts while the collector's process and the model do
-    batches = StartedStream(_stream(cfg, idx, collector, loop.group, first_epoch, consumed))
+    # the preprocessing actor starts while the collector's process and the model do; a
+    # shared stream is running already, and is attached to at the first batch (not before)
+    batches = (shared.batches(cfg, loop.group, len(idx.train_ids)) if shared is not None
+               else StartedStream(_stream(cfg, idx, collector, loop.group, first_epoch, consumed)))
     try:
         if link.ask("is_aborted"):  # the collector's process has started meanwhile
             return
@@ -114,9 +119,14 @@ def _train(cfg: PipelineConfig, idx: SourceIndex, collector, store, ckpt) -> Non
 
             env.checkpointer = Checkpointer(cfg, idx, collector, 0, 1, loop.consumed,
                                             restored.meta.first_open_pass if restored else 0, sink=keep)
-        loop.finish(loop.train(loop.input_batches(batches if loop.reads else None)))
+        stopped = loop.train(loop.input_batches(batches if loop.reads else None))
+        if shared is not None:  # the others stop waiting for it before its last evaluation
+            shared.release("target or budget reached" if stopped else "read its train.max_epochs of rows")
+        loop.finish(stopped)
     finally:
         batches.close()
+        if shared is not None:
+            shared.release("the run failed or was stopped")
 
 
 def _stream(cfg: PipelineConfig, idx: SourceIndex, collector, group: int, first_epoch: int = 0,

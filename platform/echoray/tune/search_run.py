@@ -30,6 +30,7 @@ from echoray.summary import write_json_atomic
 from echoray.tracking import RunLogger, check_reachable, tracking_uri
 from echoray.tune.mlflow_runs import child_runs, end_unfinished_children
 from echoray.tune.outcome import ERROR, NOT_REACHED, REACHED, summarize
+from echoray.tune.share_plan import SharePlan, plan_sharing
 from echoray.tune.space import SearchPoints
 from echoray.tune.trial import trial_key, trial_tree
 
@@ -76,12 +77,14 @@ def load_state(d: Path) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-def trial_concurrency(cfg: PipelineConfig, local: bool) -> int:
-    """search.max_concurrent, lowered to what the cluster can run at once."""
+def trial_concurrency(cfg: PipelineConfig, local: bool, sharing: SharePlan | None = None) -> int:
+    """search.max_concurrent, lowered to what the cluster can run at once (with shared
+    streams, a group's preprocessing actors count once: tune/share_plan.py)."""
     from echoray.runtime.placement import fit_placement
 
     cfg, _ = fit_placement(cfg)  # what each trial will ask for on this cluster (run.train does the same)
-    demand = plan_resources(cfg, resolve_gpu(cfg)).demand()
+    plan = plan_resources(cfg, resolve_gpu(cfg))
+    demand = plan.demand()
     total = ray.cluster_resources()
     missing = shortfall(demand, total)
     if missing:
@@ -89,6 +92,8 @@ def trial_concurrency(cfg: PipelineConfig, local: bool) -> int:
             raise ConfigError(f"one trial needs more than this machine has ({format_shortfall(missing)}); "
                               "lower scaling.* or preprocess.actors.*")
         return 1  # a cluster may grow (autoscaler); run one at a time until it does
+    if sharing is not None and sharing.shares:  # one trial and its producer fit (checked above)
+        return max(1, sharing.concurrency(plan, total, cfg.search.max_concurrent))
     fit = min(math.floor(total.get(k, 0.0) / v + 1e-9) for k, v in demand.items() if v > 0)
     return max(1, min(cfg.search.max_concurrent, fit))
 
@@ -112,9 +117,11 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
     uri = state["tracking_uri"] if state else tracking_uri(cfg)
     check_reachable(uri)
     local = start_ray()
-    concurrency = trial_concurrency(cfg, local)
-    logger = RunLogger(uri, cfg.tracking.experiment)
     base = cfg.model_dump(mode="json")
+    warm = warm_trial_resources(cfg)
+    sharing = _sharing(cfg, base, points, idx, warm is not None)
+    concurrency = trial_concurrency(cfg, local, sharing)
+    logger = RunLogger(uri, cfg.tracking.experiment)
 
     if state:
         run_id = logger.run_id = state["parent_run_id"]
@@ -122,7 +129,8 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
         say(f"resuming search {d} (MLflow parent run {run_id})")
     else:
         d.mkdir(parents=True, exist_ok=True)
-        base = share_tokenizer(idx, base, d)  # a BPE trained here once, not once per trial
+        if (tokenized := share_tokenizer(idx, base, d)) != base:  # a BPE trained here once, not once per trial
+            base, sharing = tokenized, _sharing(cfg, tokenized, points, idx, warm is not None)
         params = {**flatten(cfg), "search.trials": str(points.trials), "search.repeats": str(points.repeats),
                   "search.effective_concurrency": str(concurrency)}
         run_id = logger.start(run_name=d.name, params=params, parent_run_id=parent_run_id,
@@ -131,14 +139,20 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
         write_json_atomic(d / STATE_FILE, {
             "pipeline": pipeline, "config": base, "trials": points.trials, "repeats": points.repeats,
             "parent_run_id": run_id, "tracking_uri": uri})
+    for k, v in sharing.tags().items():  # the groups, on the parent run (again on a resume: the same)
+        logger.client.set_tag(run_id, k, v)
     say(f"search {d}: {points.trials} trials x {points.repeats} repeats ({points.sequence}, "
         f"{len(points.space)} dims), {concurrency} at a time"
-        f"{', each in its reused trial actor' if warm_trial_resources(cfg) else ''}  |  MLflow parent run {run_id}")
+        f"{', each in its reused trial actor' if warm else ''}  |  MLflow parent run {run_id}")
+    if sharing.shares:
+        say(f"shared preprocessing: {sharing.tags()['echoray.share_preprocessing']}")
 
     status = "FAILED"
+    hubs: dict = {}
     try:
+        hubs = sharing.start()
         grid = _fit(d, points, base, pipeline, run_id, uri, concurrency, resume=bool(state),
-                    warm=warm_trial_resources(cfg))
+                    warm=warm, shared=hubs)
         records, unfinished = _records(grid, base, points)
         for rec in records:  # a trial that failed never reported its run id; MLflow knows it
             if rec["mlflow_run_id"] is None:
@@ -155,6 +169,7 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
             "scramble_seeds": [points.scramble_seed(r) for r in range(points.repeats)],
             "space": {k: v.model_dump(mode="json") for k, v in points.space.items()},
             "concurrency": concurrency,
+            "share_groups": [g.describe() for g in sharing.groups],
             **summarize(records, points.repeats),
             "trials": records, "wall_s": time.time() - t0,
         }
@@ -175,12 +190,29 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
         status = "KILLED"
         raise
     finally:
+        report = sharing.finish(hubs, d)
+        if report is not None:
+            logger.log_file(report)
         end_unfinished_children(uri, run_id, "KILLED")
         logger.end(status)
 
 
+def _sharing(cfg: PipelineConfig, base: dict, points: SearchPoints, idx, warm: bool) -> SharePlan:
+    """The search's shared streams (tune/share_plan.py). A point whose config is invalid
+    keeps its own stream: the trial fails alone, as before."""
+    configs = {}
+    for k in range(len(points)):
+        point = points.point(k)
+        key = trial_key(point["repeat"], point["index"])
+        try:
+            configs[key] = validate(trial_tree(base, point), origin=f"trial {key}")
+        except ConfigError:
+            continue
+    return plan_sharing(configs, cfg, idx, warm)
+
+
 def _fit(d: Path, points: SearchPoints, base: dict, pipeline: str, parent_run_id: str, uri: str,
-         concurrency: int, resume: bool, warm: dict[str, float] | None = None):
+         concurrency: int, resume: bool, warm: dict[str, float] | None = None, shared: dict | None = None):
     from ray import tune
 
     from echoray.tune.progress import TrialLines
@@ -189,7 +221,8 @@ def _fit(d: Path, points: SearchPoints, base: dict, pipeline: str, parent_run_id
 
     trainable = tune.with_resources(
         tune.with_parameters(run_trial, base=base, pipeline=pipeline, parent_run_id=parent_run_id,
-                             tracking_uri=uri, runs_dir=str((d / "trials").resolve()), in_process=warm is not None),
+                             tracking_uri=uri, runs_dir=str((d / "trials").resolve()), in_process=warm is not None,
+                             shared=shared or None),
         warm or TRIAL_DRIVER_RESOURCES)
     if resume:
         tuner = tune.Tuner.restore(str((d / "tune").resolve()), trainable=trainable,

@@ -41,7 +41,23 @@ def trial_tree(base: dict[str, Any], point: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_trial(point: dict[str, Any], *, base: dict[str, Any], pipeline: str, parent_run_id: str,
-              tracking_uri: str, runs_dir: str, in_process: bool = False) -> None:
+              tracking_uri: str, runs_dir: str, in_process: bool = False,
+              shared: dict[str, Any] | None = None) -> None:
+    """`shared`: trial key -> the StreamHub of its group (tune/share_plan.py); a trial in it
+    reads that stream (tune/share_consumer.py) and releases it however it ends."""
+    from echoray.tune.share_consumer import SharedStream
+
+    key = trial_key(point["repeat"], point["index"])
+    stream = SharedStream(shared[key], key) if shared and key in shared else None
+    try:
+        _run_trial(point, key, base, pipeline, parent_run_id, tracking_uri, runs_dir, in_process, stream)
+    finally:
+        if stream is not None:
+            stream.release("the trial ended")
+
+
+def _run_trial(point: dict[str, Any], key: str, base: dict[str, Any], pipeline: str, parent_run_id: str,
+               tracking_uri: str, runs_dir: str, in_process: bool, stream) -> None:
     from ray import tune
 
     from echoray.config_load import validate
@@ -49,7 +65,6 @@ def run_trial(point: dict[str, Any], *, base: dict[str, Any], pipeline: str, par
     from echoray.tune.mlflow_runs import discard_partial_attempts, finished_attempt
 
     t0 = time.time()
-    key = trial_key(point["repeat"], point["index"])
     tree = trial_tree(base, point)
     tree.setdefault("tracking", {})["uri"] = tracking_uri
     cfg = validate(tree, origin=f"trial {key}")
@@ -58,6 +73,8 @@ def run_trial(point: dict[str, Any], *, base: dict[str, Any], pipeline: str, par
         tune.report(final_report(earlier))
         return
     discard_partial_attempts(tracking_uri, parent_run_id, key)
+    if stream is not None:
+        stream.warm()  # its group's producer starts (if it has not) while this trial sets up
 
     def report_epoch(ev: dict) -> None:
         scored = {k: ev[k] for k in ("accuracy", "bits_per_byte", "perplexity", "metric") if ev.get(k) is not None}
@@ -70,7 +87,9 @@ def run_trial(point: dict[str, Any], *, base: dict[str, Any], pipeline: str, par
     hooks = RunHooks(
         parent_run_id=parent_run_id, run_name=f"{cfg.name}-{key}", on_epoch=report_epoch, in_process=in_process,
         tags={"echoray.trial_key": key, "echoray.repeat": str(point["repeat"]),
-              "echoray.trial_index": str(point["index"])},
+              "echoray.trial_index": str(point["index"]),
+              **({"echoray.shared_stream": "true"} if stream is not None else {})},
+        shared_stream=stream,
     )
     tune.report(final_report(train(cfg, pipeline, str(out), t0, hooks=hooks)))
 

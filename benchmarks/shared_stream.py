@@ -1,0 +1,268 @@
+"""One search, shared against separate preprocessing streams, on the same CPUs (issue 25).
+
+A search of `--trials` trials at `--concurrency` (8 at 4) over an input-bound pipeline:
+ImageNet-like JPEGs (benchmarks/jpeg_set.py's photo-like images, 500x375, ~100 KB,
+with a class tint so a small CNN can learn them) decoded at the DCT scale of a
+random-resized crop, then flipped, in the preprocessing actors; a small CNN trains on
+the 64-pixel crops. The search varies optimizer.lr and echo.factor (1 or 2, echoed on
+each trial's worker when shared). Run with `search.share_preprocessing` true and false,
+alternating, for the files on local disk and in a bucket of the local S3 server
+(tests/s3_server.py, its own process). Per search:
+
+- wall_s: the search's wall time (api.tune, Ray already up);
+- preprocess_cpu_s: CPU-seconds (user + system) of the preprocessing actors' processes
+  (title with "Preprocess"), sampled every 0.5 s from /proc (a process's time after its
+  last sample is lost: at most 0.5 s each); hub_cpu_s: the StreamHub processes' (the
+  shared stream's fan-out);
+- rows_read and bytes_read: rows the actors read (separate: the trials' source_reads;
+  shared: the hub's produced rows) and those rows x the set's mean JPEG size; for local
+  files also read_chars_local: the bytes the actor processes read through read(2);
+- each trial's fresh examples to target, target reached, its own wall time;
+- object store: the high-water mark of the objects Ray reports (ray.util.state
+  list_objects, every 2 s) and, shared, the window's peak held bytes and rows against
+  its bound in rows.
+
+    .venv/bin/python benchmarks/shared_stream.py [--files 2000] [--trials 8] [--concurrency 4] [--where local,s3]
+    .venv/bin/python benchmarks/shared_stream.py --smoke   # 200 files, 4 trials at 2, local only
+
+Writes benchmarks/results/shared_stream.json (common.save; ECHORAY_BENCH_RESULTS elsewhere).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import yaml
+from common import REPO, save
+from jpeg_set import DATA, photo_like
+
+sys.path.insert(0, str(REPO / "tests"))
+from s3_server import S3Server  # noqa: E402 - the tests' S3 server process
+
+CLASSES = 4
+TINTS = np.array([[40, -40, 0], [-40, 40, 0], [0, -40, 40], [40, 40, -40]], np.float32)
+
+
+def tinted_folder(n_files: int, seed: int = 0) -> Path:
+    """DATA/jpeg-tinted-N/<class>/<i>.JPEG: photo-like images, each class its colour tint."""
+    from PIL import Image
+
+    root = DATA / f"jpeg-tinted-{n_files}"
+    done = root / ".complete"
+    if done.exists():
+        return root
+    rng = np.random.default_rng(seed)
+    for i in range(n_files):
+        c = i % CLASSES
+        d = root / f"n{c:08d}"
+        d.mkdir(parents=True, exist_ok=True)
+        arr = np.asarray(photo_like(rng), np.float32) + TINTS[c]
+        Image.fromarray(arr.clip(0, 255).astype(np.uint8)).save(d / f"{i:07d}.JPEG", quality=90)
+    done.write_text("ok\n")
+    return root
+
+
+def pipeline_file(tmp: Path, args, data: str, shared: bool) -> Path:
+    tree = {
+        "name": f"shared-stream-{'shared' if shared else 'separate'}", "seed": 0,
+        "source": {"kind": "image_folder", "path": data, "image_size": 64, "chunk_size": 16,
+                   "holdout_fraction": 0.1},
+        "preprocess": {"augment": {"on": "cpu", "ops": [{"op": "random_resized_crop", "size": 64,
+                                                          "scale": [0.35, 1.0]}, {"op": "flip"}]},
+                       "batch_size": 64, "actors": {"min_size": 1, "max_size": 2, "num_cpus": 0.25}},
+        "echo": {"stage": "after_augment", "factor": 1.0, "shuffle_buffer": 256},
+        "model": {"name": "small_cnn", "width": 8},
+        "optimizer": {"name": "sgd", "lr": 0.05, "momentum": 0.9},
+        "train": {"batch_size": 64, "max_epochs": args.epochs, "target": args.target, "stall_timeout_s": 600},
+        "scaling": {"num_workers": 1, "cpus_per_worker": 0.25, "use_gpu": False},
+        "tracking": {"experiment": "shared-stream-bench"},
+        "search": {"trials": args.trials, "repeats": 1, "max_concurrent": args.concurrency,
+                   "share_preprocessing": shared,
+                   "space": {"optimizer.lr": {"low": 0.01, "high": 0.3, "scale": "log"},
+                             "echo.factor": {"choices": [1.0, 2.0]}}},
+    }
+    path = tmp / f"{tree['name']}.yaml"
+    path.write_text(yaml.safe_dump(tree))
+    return path
+
+
+# Which processes count as what, by their title (Ray names an actor's process after its class).
+MARKS = {"preprocess": ("Preprocess", "MapWorker"), "hub": ("StreamHub",)}
+
+
+class Sampler:
+    """CPU time and read(2) bytes of the processes MARKS names, and the object store's
+    reported bytes, sampled in the background."""
+
+    def __init__(self, interval_s: float = 0.5):
+        self.interval_s = interval_s
+        self.titles: set[str] = set()
+        self.base: dict[int, tuple[float, int]] = {}  # pid -> (cpu, read chars) before the search
+        self.last: dict[int, tuple[str, float, int]] = {}
+        self.store_peak, self.store_error = 0, None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _scan(self) -> dict[int, tuple[str, float, int]]:
+        out = {}
+        for p in psutil.process_iter(["pid", "cmdline"]):
+            title = " ".join(p.info["cmdline"] or [])
+            mark = next((k for k, words in MARKS.items() if any(w in title for w in words)), None)
+            if mark is None:
+                continue
+            self.titles.add(title[:80])
+            try:
+                t = p.cpu_times()
+                out[p.pid] = (mark, t.user + t.system, p.io_counters().read_chars)
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                pass
+        return out
+
+    def _store_bytes(self) -> int | None:
+        from ray.util.state import list_objects
+
+        try:
+            return sum(o.object_size or 0 for o in list_objects(limit=100_000, raise_on_missing_output=False))
+        except Exception as exc:  # noqa: BLE001 - recorded, not fatal
+            self.store_error = f"{type(exc).__name__}: {exc}"
+            return None
+
+    def _run(self) -> None:
+        k = 0
+        while not self._stop.is_set():
+            self.last.update(self._scan())
+            if k % max(1, round(2.0 / self.interval_s)) == 0:
+                self.store_peak = max(self.store_peak, self._store_bytes() or 0)
+            k += 1
+            self._stop.wait(self.interval_s)
+
+    def __enter__(self) -> Sampler:
+        self.base = {pid: (cpu, rc) for pid, (_, cpu, rc) in self._scan().items()}
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.last.update(self._scan())
+
+    def totals(self) -> dict[str, dict[str, float]]:
+        out: dict[str, dict[str, float]] = {m: {"cpu_s": 0.0, "read_chars": 0, "processes": 0} for m in MARKS}
+        for pid, (mark, cpu, rc) in self.last.items():
+            b_cpu, b_rc = self.base.get(pid, (0.0, 0))
+            out[mark]["cpu_s"] += cpu - b_cpu
+            out[mark]["read_chars"] += rc - b_rc
+            out[mark]["processes"] += 1
+        return out
+
+
+def one_search(where: str, data: str, shared: bool, args, tmp: Path, mean_file_bytes: float, i: int) -> dict:
+    import echoray.api as api
+
+    path = pipeline_file(tmp, args, data, shared)
+    out = tmp / f"{where}-{'shared' if shared else 'separate'}-{i}"
+    with Sampler() as sampler:
+        t0 = time.perf_counter()
+        summary = api.tune(path, [f"tracking.uri=sqlite:///{tmp / 'mlflow.db'}"], trials=args.trials, repeats=1,
+                           out=out)
+        wall = time.perf_counter() - t0
+    procs = sampler.totals()
+    trials = [json.loads(p.read_text()) for p in sorted((out / "trials").glob("*/summary.json"))]
+    report = json.loads((out / "share_streams.json").read_text()) if (out / "share_streams.json").exists() else None
+    rows_read = (sum(g["produced_rows"] for g in report["groups"]) if report
+                 else sum(t["source_reads"] or 0 for t in trials))
+    rec = {
+        "where": where, "shared": shared, "wall_s": round(wall, 2), "concurrency": summary["concurrency"],
+        "preprocess_cpu_s": round(procs["preprocess"]["cpu_s"], 2),
+        "preprocess_processes": procs["preprocess"]["processes"], "hub_cpu_s": round(procs["hub"]["cpu_s"], 2),
+        "process_titles": sorted(sampler.titles),
+        "rows_read": rows_read, "bytes_read": int(rows_read * mean_file_bytes),
+        "read_chars_local": procs["preprocess"]["read_chars"] if where == "local" else None,
+        "trials": [{"trial_key": t["trial_key"], "params": t["params"], "status": t["status"],
+                    "fresh_examples": t["fresh_examples"], "fresh_examples_to_target": t["fresh_examples_to_target"]}
+                   for t in summary["trials"]],
+        "trial_wall_s": [round(t["wall_s"], 1) for t in trials],
+        "object_store_peak_bytes": sampler.store_peak, "object_store_error": sampler.store_error,
+    }
+    if report:
+        rec["windows"] = [{"group": g["group"], "bound_rows": g["window_rows"], "peak_rows": g["window"]["peak_rows"],
+                           "peak_bytes": g["window"]["peak_bytes"], "produced_rows": g["produced_rows"],
+                           "starts": {c["trial"]: c["start_row"] for c in g["consumers"]},
+                           "producer_wait_s": g["producer_wait_s"]} for g in report["groups"]]
+    print(json.dumps({k: v for k, v in rec.items() if k != "trials"}), flush=True)
+    return rec
+
+
+def compare(runs: list[dict], where: str) -> dict:
+    """Median of shared / separate per figure, and the trials' fresh examples to target."""
+    def med(shared: bool, key: str):
+        vals = [r[key] for r in runs if r["where"] == where and r["shared"] is shared and r[key] is not None]
+        return statistics.median(vals) if vals else None
+
+    out = {}
+    for key in ("wall_s", "preprocess_cpu_s", "rows_read", "bytes_read", "read_chars_local"):
+        s, p = med(True, key), med(False, key)
+        out[key] = {"shared": s, "separate": p, "shared_over_separate": s / p if s is not None and p else None}
+    for shared in (True, False):
+        fe = [t["fresh_examples_to_target"] for r in runs if r["where"] == where and r["shared"] is shared
+              for t in r["trials"] if t["fresh_examples_to_target"] is not None]
+        out[f"fresh_to_target_{'shared' if shared else 'separate'}"] = (
+            {"n": len(fe), "min": min(fe), "median": statistics.median(fe), "max": max(fe)} if fe else {"n": 0})
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--files", type=int, default=2000)
+    ap.add_argument("--trials", type=int, default=8)
+    ap.add_argument("--concurrency", type=int, default=4)
+    ap.add_argument("--epochs", type=int, default=6)
+    ap.add_argument("--target", type=float, default=0.9)
+    ap.add_argument("--pairs", type=int, default=1, help="shared/separate pairs per store, alternating")
+    ap.add_argument("--where", default="local,s3")
+    ap.add_argument("--smoke", action="store_true", help="200 files, 4 trials at 2, 2 epochs, local only")
+    args = ap.parse_args()
+    if args.smoke:
+        args.files, args.trials, args.concurrency, args.epochs, args.where = 200, 4, 2, 2, "local"
+    wheres = args.where.split(",")
+    data = tinted_folder(args.files)
+    mean_file_bytes = float(np.mean([p.stat().st_size for p in data.rglob("*.JPEG")]))
+    tmp = Path(tempfile.mkdtemp(prefix="sharedbench"))
+    server = S3Server(tmp / "moto.log") if "s3" in wheres else None
+    import ray
+
+    try:
+        sources = {"local": str(data)}
+        if server is not None:
+            os.environ.update(server.env)  # before Ray starts: its workers inherit them
+            sources["s3"] = server.upload(data, f"{server.make_bucket('bench')}/jpeg")
+        from echoray.runtime.session import start_ray
+
+        start_ray()
+        runs = []
+        for i in range(args.pairs):
+            for where in wheres:
+                order = (True, False) if i % 2 == 0 else (False, True)
+                runs.extend(one_search(where, sources[where], shared, args, tmp, mean_file_bytes, i) for shared in order)
+    finally:
+        ray.shutdown()
+        if server is not None:
+            server.stop()
+    out = {"figures": {w: compare(runs, w) for w in wheres}, "runs": runs, "files": args.files,
+           "mean_file_bytes": mean_file_bytes, "smoke": args.smoke}
+    print(json.dumps(out["figures"], indent=2))
+    print(save("shared_stream", out, args, seeds=[0], repeats=args.pairs))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""The StreamHub's logic (tune/share_hub.py) in one process: its producer thread, the
+consumers' attach/take/detach/skip, backpressure, eviction of a stalled consumer and
+errors. The producer is fed from a list of numpy blocks instead of its Ray Data stream
+(`_batches`), and keeps the blocks themselves instead of ObjectRefs (`_put`): everything
+else is the actor's own code."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from echoray.tune.read_counts import ReadCounter
+from echoray.tune.share_hub import HubSpec, StreamHub
+
+
+class ListHub(StreamHub):
+    def __init__(self, spec: HubSpec, blocks: list[dict], fail: Exception | None = None):
+        super().__init__(spec)
+        self.source, self.fail = blocks, fail
+
+    def _batches(self):
+        if self.fail is not None:
+            raise self.fail
+        self.reads = ReadCounter(10_000)
+        return iter(self.source)
+
+    def _put(self, batch: dict):
+        return batch
+
+
+def spec(trials, window_rows: int = 10, stall_s: float = 30.0) -> HubSpec:
+    return HubSpec(group="g0", key="k", config={}, trials=tuple(trials), epochs=1, window_rows=window_rows,
+                   stall_timeout_s=stall_s)
+
+
+def blocks(n_blocks: int, rows: int = 5) -> list[dict]:
+    return [{"sample_id": np.arange(i * rows, (i + 1) * rows), "epoch": np.zeros(rows, np.int64)}
+            for i in range(n_blocks)]
+
+
+def read_all(hub: StreamHub, trial: str, out: list, pause_s: float = 0.0, attach: bool = True) -> None:
+    if attach:
+        hub.attach(trial)
+    while True:
+        kind, items, rows = hub.take(trial, 1.0)
+        if kind == "end":
+            break
+        if kind == "block":
+            out.append(int(items[0]["sample_id"][0]))
+            time.sleep(pause_s)
+    hub.detach(trial, 5 * len(out), "done")
+
+
+def wait_until(predicate, timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+def test_two_consumers_read_every_block_once_in_order_from_one_production():
+    hub = ListHub(spec(["a", "b"]), blocks(12))
+    got = {"a": [], "b": []}
+    assert hub.attach("a") == hub.attach("b") == 0
+    threads = [threading.Thread(target=read_all, args=(hub, t, got[t], 0.01 if t == "b" else 0.0, False))
+               for t in got]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert got["a"] == got["b"] == [5 * i for i in range(12)]  # b slower: a waited for it at the window
+    assert hub.blocks == 12 and hub.window.head == 60
+    assert hub.reads.summary() == {0: {"rows": 60, "distinct": 60, "max_count": 1, "late_rows": 0}}
+    assert hub.window.peak_rows <= 10 + 5  # the bound, plus one block
+    hub.thread.join(5)
+    r = hub.report()
+    assert [(c["trial"], c["start_row"], c["rows_taken"], c["ended"]) for c in r["consumers"]] == [
+        ("a", 0, 60, "done"), ("b", 0, 60, "done")]
+    assert r["produced_rows"] == 60 and r["error"] is None and r["window"]["finished"]
+
+
+def test_the_producer_waits_on_a_full_window_and_stops_when_the_group_is_done():
+    hub = ListHub(spec(["a", "b"]), blocks(100))
+    hub.attach("a")  # takes nothing
+    wait_until(lambda: hub.window.held_rows() >= 10)
+    time.sleep(0.2)
+    assert hub.window.head == 10 and hub.blocks == 2  # backpressure: no more than the bound
+    assert hub.take("a", 0.1)[0] == "block"
+    wait_until(lambda: hub.window.head == 15)  # room for one block again
+    hub.detach("a", 5, "target reached")
+    assert not hub.stopping  # "b" may still come
+    hub.skip("b", "finished earlier")
+    assert hub.stopping
+    hub.thread.join(5)
+    assert not hub.thread.is_alive() and hub.blocks < 100 and hub.state()["producer_running"] is False
+
+
+def test_a_stalled_consumer_is_detached_and_the_others_go_on():
+    hub = ListHub(spec(["stuck", "b"], stall_s=0.3), blocks(8))
+    hub.attach("stuck")
+    got = []
+    reader = threading.Thread(target=read_all, args=(hub, "b", got))
+    reader.start()
+    reader.join(10)
+    assert got == [5 * i for i in range(8)]  # b read to the end although "stuck" never took a block
+    assert "stuck" in hub.evicted and "took no block" in hub.evicted["stuck"]
+    with pytest.raises(RuntimeError, match="took no block of shared stream g0"):
+        hub.take("stuck", 0.1)
+
+
+def test_a_consumer_that_attaches_later_starts_where_the_slowest_stands():
+    hub = ListHub(spec(["a", "late"], window_rows=20), blocks(10))
+    hub.attach("a")
+    wait_until(lambda: hub.window.held_rows() >= 20)
+    hub.take("a", 1.0), hub.take("a", 1.0)  # a at row 10
+    assert hub.attach("late") == 10
+    assert int(hub.take("late", 1.0)[1][0]["sample_id"][0]) == 10
+
+
+def test_a_failed_producer_fails_every_take_and_names_the_group():
+    hub = ListHub(spec(["a"]), [], fail=OSError("bucket gone"))
+    hub.attach("a")
+    hub.thread.join(5)
+    with pytest.raises(RuntimeError, match=r"stream of group g0 \(trials a\) failed: OSError: bucket gone"):
+        hub.take("a", 0.1)
+
+
+def test_a_trial_outside_the_group_is_refused():
+    hub = ListHub(spec(["a"]), blocks(1))
+    with pytest.raises(ValueError, match="trial zz is not in shared stream group g0"):
+        hub.attach("zz")
