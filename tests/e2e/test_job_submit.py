@@ -89,14 +89,14 @@ def test_platform_is_the_stdlib_in_ray_workers_started_in_the_repo(ray_head):
     assert "IMPL CPython CPython" in res.stdout
 
 
-def test_stalled_pipeline_fails_naming_the_missing_resource(ray_head, tmp_path):
-    db = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def test_stalled_pipeline_fails_naming_the_missing_resource(ray_head, tmp_path, sqlite_uri):
+    db = sqlite_uri
     res = subprocess.run(
         # 3 workers x 1 CPU + a 0.5-CPU actor on a 2-CPU head with no autoscaler: nothing
-        # will ever fit. (A missing custom resource is no stall there: it falls back, see
-        # runtime/placement.py.)
+        # will ever fit, so any timeout ends it. (A missing custom resource is no stall
+        # there: it falls back, see runtime/placement.py.)
         [str(BIN / "echoray"), "train", "--set", "scaling.num_workers=3",
-         "--set", "train.stall_timeout_s=25", "--set", f"tracking.uri={db}", "--out", str(tmp_path / "r")],
+         "--set", "train.stall_timeout_s=10", "--set", f"tracking.uri={db}", "--out", str(tmp_path / "r")],
         env={**ray_head["env"], "RAY_ADDRESS": ray_head["gcs"]}, capture_output=True, text=True, timeout=400)
     assert res.returncode == 1, res.stderr[-3000:]
     assert "no training progress for" in res.stderr

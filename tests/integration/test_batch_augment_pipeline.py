@@ -7,6 +7,10 @@ from echoray.data.sources import index_source
 
 BASE = ["train.target=null", "audit.enabled=true", "source.limit=128", "train.batch_size=16",
         "preprocess.augment.on=worker", "preprocess.augment.ops=[{op: random_crop, padding: 2}, {op: flip}]"]
+# One worker trained in the test's process, as `echoray train` trains on a local Ray it
+# started: the same worker loop makes the views (test_warm_trials: the same audit rows as a
+# Ray Train run), ~10 s less per run. Grouped mode trains in a Ray Train worker group.
+IN_PROCESS = "scaling.in_process=true"
 
 
 def by(t, *cols):
@@ -14,8 +18,8 @@ def by(t, *cols):
 
 
 def test_local_mode_every_step_holds_m_views_of_b_samples(run_pipeline):
-    summary, audit = run_pipeline(None, *BASE, "train.max_epochs=1", "batch_augmentation.copies=3",
-                                  name="ba_local")
+    summary, audit = run_pipeline(None, *BASE, IN_PROCESS, "train.max_epochs=1",
+                                  "batch_augmentation.copies=3", name="ba_local")
     t = audit.to_pydict()
     steps = defaultdict(lambda: defaultdict(list))
     order = defaultdict(list)  # step -> sample ids in row order
@@ -71,8 +75,9 @@ def test_grouped_mode_four_workers_two_groups(run_pipeline):
 
 
 def test_same_seed_same_losses(run_pipeline):
-    overrides = [*BASE, "train.max_epochs=3", "batch_augmentation.copies=2", "echo.stage=before_augment",
-                 "echo.factor=1.5", "model.dropout=0.2"]
+    # both runs in this one process: the second must not inherit anything of the first
+    overrides = [*BASE, IN_PROCESS, "train.max_epochs=3", "batch_augmentation.copies=2",
+                 "echo.stage=before_augment", "echo.factor=1.5", "model.dropout=0.2"]
     a, _ = run_pipeline(None, *overrides, name="det_a")
     b, _ = run_pipeline(None, *overrides, name="det_b")
     assert [h["loss"] for h in a["history"]] == [h["loss"] for h in b["history"]]
@@ -80,7 +85,8 @@ def test_same_seed_same_losses(run_pipeline):
 
 
 def test_test_time_augmentation_is_reported(run_pipeline):
-    overrides = [*BASE, "train.max_epochs=2", "batch_augmentation.tta_views=4", "model.ghost_batch_size=8"]
+    overrides = [*BASE, IN_PROCESS, "train.max_epochs=2", "batch_augmentation.tta_views=4",
+                 "model.ghost_batch_size=8"]
     summary, _ = run_pipeline(None, *overrides, name="tta")
     n_eval = len(index_source(load_config(None, overrides).source).eval_ids)
     # one TTA accuracy per evaluation, a count of correct held-out images over all of them

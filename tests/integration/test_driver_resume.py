@@ -88,8 +88,8 @@ def logged(client, run_id):
 
 @pytest.mark.parametrize("storage, trainer", [("run folder", "ray_train"), ("s3", "ray_train"),
                                               ("s3", "in_process")])
-def test_killed_driver_resumes_into_one_unbroken_run(local_ray, s3, tmp_path, storage, trainer):
-    db = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def test_killed_driver_resumes_into_one_unbroken_run(local_ray, s3, tmp_path, sqlite_uri, storage, trainer):
+    db = sqlite_uri
     run = tmp_path / "run"
     runs = s3.make_bucket(f"echoray-ckpt-resume-{trainer.replace('_', '-')}") + "/runs" if storage == "s3" else None
     a = Driver(["train", *(["--set", f"train.storage_path={runs}"] if runs else []),

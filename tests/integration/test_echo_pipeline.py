@@ -11,6 +11,11 @@ from echoray.data.sources import index_source
 
 BASE = ["train.target=null", "audit.enabled=true", "source.limit=128", "train.max_epochs=2",
         "train.batch_size=32", "echo.shuffle_buffer=256"]
+# One worker trained in the test's process, as `echoray train` trains on a local Ray it
+# started: the same stream, echo and worker loop as a Ray Train worker's (test_warm_trials:
+# the same audit rows), ~10 s less per run. The two-worker tests and auto echo below train
+# in Ray Train worker groups.
+IN_PROCESS = "scaling.in_process=true"
 
 
 def rows(audit):
@@ -31,7 +36,7 @@ def assert_fresh_is_distinct_samples_trained(summary, t):
 
 @pytest.mark.parametrize("stage", ["before_augment", "after_augment", "batch"])
 def test_integer_factor_every_fresh_sample_appears_exactly_e_times_per_epoch(run_pipeline, stage):
-    summary, audit = run_pipeline(None, *BASE, f"echo.stage={stage}", "echo.factor=2", name=stage)
+    summary, audit = run_pipeline(None, *BASE, IN_PROCESS, f"echo.stage={stage}", "echo.factor=2", name=stage)
     t = rows(audit)
     train_ids = index_source(load_config(None, BASE).source).train_ids
     counts = copies_per_item(t)
@@ -71,7 +76,7 @@ def test_integer_factor_every_fresh_sample_appears_exactly_e_times_per_epoch(run
 
 
 def test_fractional_factor_matches_the_per_item_draws_exactly(run_pipeline):
-    overrides = [*BASE, "echo.stage=before_augment", "echo.factor=2.5", "train.batch_size=1",
+    overrides = [*BASE, IN_PROCESS, "echo.stage=before_augment", "echo.factor=2.5", "train.batch_size=1",
                  "echo.shuffle_buffer=64"]
     summary, audit = run_pipeline(None, *overrides, name="frac")
     t = rows(audit)

@@ -64,7 +64,8 @@ from echoray.runtime.session import start_ray
 start_ray()
 uri, npy, out = sys.argv[1:4]
 base = {"tracking.uri": uri, "train.target": None, "train.max_epochs": 2, "audit.enabled": True}
-echoray.train("examples/my_model.yaml", {**base, "source.limit": 256}, out=out + "/model")
+echoray.train("examples/my_model.yaml", {**base, "source.limit": 256}, out=out + "/model")  # a Ray Train worker's ops
+base["scaling.in_process"] = True  # the reader's and the Dataset's runs train in this process
 echoray.train("examples/my_reader.yaml", {**base, "source.path": npy, "source.limit": 192}, out=out + "/reader")
 import numpy as np, ray
 images, labels = np.load(npy + "/images.npy"), np.load(npy + "/labels.npy")
@@ -75,12 +76,12 @@ echoray.train(None, {**base, "source.limit": 128, "echo.stage": "after_augment",
 """
 
 
-def test_custom_model_ops_and_reader_through_the_yaml(tmp_path):
+def test_custom_model_ops_and_reader_through_the_yaml(tmp_path, sqlite_uri):
     sys.path.insert(0, str(REPO / "examples"))
     from my_reader import write_digits
 
     npy = write_digits(tmp_path / "npy")
-    run(["-c", YAML_RUNS, f"sqlite:///{tmp_path / 'mlflow.db'}", str(npy), str(tmp_path)], REPO,
+    run(["-c", YAML_RUNS, sqlite_uri, str(npy), str(tmp_path)], REPO,
         extra_path=[REPO / "examples"])
 
     model = json.loads((tmp_path / "model" / "summary.json").read_text())

@@ -38,9 +38,9 @@ def children(client: MlflowClient, parent_id: str):
     return client.search_runs([exp], filter_string=f"tags.mlflow.parentRunId = '{parent_id}'")
 
 
-def test_search_interrupted_and_resumed_keeps_one_run_per_trial(tmp_path):
+def test_search_interrupted_and_resumed_keeps_one_run_per_trial(tmp_path, sqlite_uri):
     pipeline = write_pipeline(tmp_path)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = sqlite_uri
     out = tmp_path / "search"
     cmd = [echoray_bin(), "tune", str(pipeline), "--trials", str(TRIALS), "--repeats", str(REPEATS),
            "--out", str(out), "--set", f"tracking.uri={uri}"]
