@@ -103,6 +103,7 @@ class StreamHub:
         self.cond = threading.Condition(threading.RLock())
         self.consumers: dict[str, ConsumerRecord] = {}
         self.last_seen: dict[str, float] = {}
+        self.waiting: set[str] = set()  # trials inside take() waiting for a block: not stalled
         self.evicted: dict[str, str] = {}
         self.done: set[str] = set()
         self.stopping = False
@@ -157,7 +158,11 @@ class StreamHub:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return "wait", [], 0
-                self.cond.wait(left)
+                self.waiting.add(trial)
+                try:
+                    self.cond.wait(left)
+                finally:
+                    self.waiting.discard(trial)
 
     def detach(self, trial: str, rows_used: int, reason: str) -> None:
         """`trial` stops reading: it holds nothing from now on."""
@@ -226,8 +231,8 @@ class StreamHub:
         """Detach the slowest trial when the window is full and it has taken nothing for
         stall_timeout_s: the others go on, its next take says why."""
         slow = self.window.slowest()
-        if slow is None or self.window.held_rows() < self.window.bound:
-            return
+        if slow is None or slow in self.waiting or self.window.held_rows() < self.window.bound:
+            return  # a trial waiting inside take() was woken for a block and has not run yet
         idle = time.monotonic() - self.last_seen.get(slow, time.monotonic())
         if idle >= self.spec.stall_timeout_s:
             self.evicted[slow] = (f"trial {slow} took no block of shared stream {self.spec.group} for {idle:.0f} s "
