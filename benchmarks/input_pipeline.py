@@ -14,12 +14,15 @@
    the file list (shared Arrow table vs the Python list the index used to carry); then
    the pipeline's peak memory (PSS of the whole process tree) while bench-input reads
    through a 1.28 M-entry index of the generated files.
-4. epochs (input_epochs.py): from nothing, first batch, first epoch with start-up and
+4. actor (actor_cost.py): where one actor's CPU goes, part by part, in images per
+   CPU-second: decode alone, + crop and resize, + flip, + stacking, the whole call at
+   read_concurrency 1 and 16, the Arrow conversion (and whether it copies).
+5. epochs (input_epochs.py): from nothing, first batch, first epoch with start-up and
    the steady rate over the epochs after it, images per CPU-second, echoray vs the
    DataLoader interleaved; decode_limit: simplejpeg's full decode alone on the same
    files (images per CPU-second), the ceiling for both.
 
-    .venv/bin/python benchmarks/input_pipeline.py [--files 2000] [--repeats 2] [--parts compare,concurrency,index,epochs]
+    .venv/bin/python benchmarks/input_pipeline.py [--files 2000] [--repeats 2] [--parts single,actor,compare,concurrency,index,epochs]
 
 Writes benchmarks/results/input_pipeline.json (with the commit, the seeds, the load at
 start and end). The machine is shared: compare ratios.
@@ -36,6 +39,7 @@ import sys
 import time
 from pathlib import Path
 
+import actor_cost
 import input_epochs
 import numpy as np
 from common import REPO, RESULTS, PeakMemory, load_avg, save
@@ -78,7 +82,6 @@ def single_thread(root: Path, n: int = 256, rounds: int = 3) -> dict:
     from torchvision import transforms
 
     from echoray.config import AugmentOp
-    from echoray.data.augment import augment_batch
     from echoray.data.full_crop import crop_decoder
     from echoray.seeds import mix
 
@@ -91,11 +94,10 @@ def single_thread(root: Path, n: int = 256, rounds: int = 3) -> dict:
     def torchvision_way():
         return torch.stack([tf(Image.open(io.BytesIO(d)).convert("RGB")) for d in datas])
 
-    def echoray_way():
+    def echoray_way():  # as the actor does it: the crop and the flip made at decode (data/full_crop.py)
         keys = mix(1, np.arange(n))
-        dec = crop_decoder(keys, ops[0], 3)
-        x = torch.from_numpy(np.stack([dec(i, d, "x") for i, d in enumerate(datas)]))
-        return augment_batch(x, keys, ops, first=1)
+        dec = crop_decoder(keys, ops[0], 3, ops[1])
+        return np.stack([dec(i, d, "x") for i, d in enumerate(datas)])
 
     rates = {"torchvision_pil": [], "echoray": []}
     for _ in range(rounds):
@@ -115,7 +117,7 @@ def echoray_cfg(root: Path, *extra: str):
     return load_config(str(REPO / "pipelines" / "imagenet_resnet50.yaml"), [
         f"source.path={root}", "source.eval_path=null", "source.holdout_fraction=0.01",
         "preprocess.actors={min_size: 2, max_size: 2, num_cpus: 1.0}", "train.batch_size=64",
-        "echo.shuffle_buffer=256", *extra])
+        *extra])  # no shuffle buffer, as the pipeline: an image folder's plan shuffles samples (data/plan.py)
 
 
 ARMS = {  # name -> extra echoray overrides (None: the DataLoader)
@@ -269,7 +271,7 @@ def main() -> None:
     p.add_argument("--files", type=int, default=2000)
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--seconds", type=float, default=30.0, help="measured time per run after its first batch")
-    p.add_argument("--parts", default="single,compare,concurrency,index,epochs")
+    p.add_argument("--parts", default="single,actor,compare,concurrency,index,epochs")
     p.add_argument("--dataloader", metavar="ROOT", help=argparse.SUPPRESS)
     p.add_argument("--dataloader-epochs", metavar="ROOT", help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -295,6 +297,8 @@ def main() -> None:
 
     if "single" in parts:
         result["single_thread"] = part(single_thread, root)
+    if "actor" in parts:
+        result["actor_cost"] = part(actor_cost.actor_cost, root)
     if "compare" in parts:
         result["compare"] = part(compare, root, a.repeats, a.seconds)
     if "concurrency" in parts:
@@ -304,7 +308,7 @@ def main() -> None:
     if "decode_limit" in parts or "epochs" in parts:
         result["decode_limit"] = part(input_epochs.decode_limit, root)
     if "epochs" in parts:
-        result["epochs"] = part(input_epochs.compare_epochs, root, echoray_cfg(root, "echo.shuffle_buffer=0"),
+        result["epochs"] = part(input_epochs.compare_epochs, root, echoray_cfg(root),
                                 a.repeats, a.seconds)
     previous = RESULTS / "input_pipeline.json"  # a run of some parts keeps the others' figures
     old = json.loads(previous.read_text()) if previous.exists() else {}

@@ -69,9 +69,7 @@ def bench_input(cfg: PipelineConfig, seconds: float | None, idx: SourceIndex | N
     marks, produced, cpu = _consume(batches, seconds, collector)
     end = time.perf_counter()
     stages = ray.get(collector.stage_totals.remote())
-    per_row = 1.0  # examples the actors emit per row read: the example-echo factor
-    if EchoPlan.from_config(cfg).examples:
-        per_row = ray.get(collector.echo_factor.remote()) if cfg.echo.factor == "auto" else float(cfg.echo.factor)
+    per_row = examples_per_row_read(EchoPlan.from_config(cfg), lambda: ray.get(collector.echo_factor.remote()))
     ray.kill(collector)
     delivered = steady_rate(marks)
     made = None
@@ -102,6 +100,16 @@ def bench_input(cfg: PipelineConfig, seconds: float | None, idx: SourceIndex | N
         "stages": stages,
         "wall_s": end - t0,
     }
+
+
+def examples_per_row_read(plan, live_factor) -> float:
+    """Examples the actors emit per row they read: the actor's echo factor where the actor
+    echoes (EchoPlan.in_actor; `live_factor()` asks the collector for echo.factor: auto's
+    current value), else 1.0: with no echo, batch echo, or echo at consumption the actors
+    make fresh rows only (the worker would repeat them; bench-input has no worker)."""
+    if not plan.in_actor:
+        return 1.0
+    return float(live_factor()) if plan.actor_factor == "auto" else float(plan.actor_factor)
 
 
 def _consume(batches, seconds: float | None, collector) -> tuple[list, list, dict]:

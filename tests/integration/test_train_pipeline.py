@@ -108,3 +108,29 @@ def test_pipeline_reads_the_right_pixels_for_each_sample_id(local_ray, tmp_path)
         assert decode_id(r["image"]) == r["sample_id"] and r["label"] == r["sample_id"] % 10
     assert Counter((r["epoch"], r["sample_id"]) for r in rows) == Counter(
         {(e, i): 1 for e in range(2) for i in range(100)})
+
+
+def test_each_actor_call_leaves_the_actor_as_its_own_block(local_ray):
+    """A read-plan block of many actor calls reaches the consumer as one block per call,
+    not one per task (data/output_blocks.py): digits over 2 epochs, 16-sample chunks, 8
+    chunks a call, plan blocks of 45 chunks (the first two of 8): output blocks = calls
+    exactly, and every row of both epochs exactly once."""
+    import math
+
+    from echoray.data.pipeline import build_train_dataset, plan_block_chunks
+    from echoray.data.plan import block_starts
+
+    cfg = load_config(None, ["source.chunk_size=16", "train.max_epochs=2", "preprocess.batch_size=128"])
+    idx = index_source(cfg.source)
+    n_chunks = math.ceil(len(idx.train_ids) / 16)
+    planned = 2 * n_chunks
+    block = plan_block_chunks(planned, 1)
+    starts = block_starts(planned, block, 8, 2)
+    sizes = np.diff([*starts, planned])
+    calls = int(sum(math.ceil(s / 8) for s in sizes))
+    assert block == 45 and list(sizes[:3]) == [8, 8, 45] and calls > len(sizes)
+    ds = build_train_dataset(cfg, idx).materialize()
+    assert ds.num_blocks() == calls
+    rows = ds.take_all()
+    assert Counter((int(r["epoch"]), int(r["sample_id"])) for r in rows) == Counter(
+        {(e, int(i)): 1 for e in range(2) for i in idx.train_ids})

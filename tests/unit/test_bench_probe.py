@@ -2,8 +2,12 @@
 
 import os
 
+import pytest
+
 from echoray import bench_probe
-from echoray.bench_input import after_first_rate, per_cpu_second
+from echoray.bench_input import after_first_rate, examples_per_row_read, per_cpu_second
+from echoray.config import PipelineConfig
+from echoray.echo_plan import EchoPlan
 
 
 def test_after_first_rate_excludes_the_first_batch():
@@ -31,3 +35,33 @@ def test_busy_machine_warns_only_above_the_core_count():
 def test_cpu_s_reads_this_process_and_skips_missing_pids():
     t = bench_probe.cpu_s([os.getpid(), 2**22 + 12345])
     assert list(t) == [os.getpid()] and t[os.getpid()] > 0
+
+
+def _plan(stage, factor, on="cpu"):
+    return EchoPlan.from_config(PipelineConfig.model_validate({
+        "echo": {"stage": stage, "factor": factor},
+        "preprocess": {"augment": {"on": on, "ops": [{"op": "random_crop", "padding": 2}]}}}))
+
+
+@pytest.mark.parametrize("stage, factor, on, expected", [
+    ("none", 1.0, "cpu", 1.0),
+    ("batch", 3.0, "cpu", 1.0),  # the worker repeats batches: the actors make fresh rows
+    ("after_augment", 2.5, "cpu", 2.5),  # the actor echoes at a fixed factor
+    ("before_augment", 2.0, "cpu", 2.0),
+    ("before_augment", "auto", "cpu", 3.25),  # in the actor (per-copy CPU augmentation): its live factor
+    ("after_augment", "auto", "cpu", 1.0),  # at consumption: the worker repeats, the actors do not
+    ("before_augment", "auto", "worker", 1.0),
+])
+def test_produced_rate_counts_the_actors_echo_only(stage, factor, on, expected):
+    """bench-input's produced rate is rows read x examples per row read: the live factor
+    only where the actor echoes; consumption echo's actors emit fresh rows only (the rate
+    was multiplied by the live factor for every example stage)."""
+    asked = []
+
+    def live():
+        asked.append(1)
+        return 3.25
+
+    plan = _plan(stage, factor, on)
+    assert examples_per_row_read(plan, live) == expected
+    assert len(asked) == (1 if plan.in_actor and factor == "auto" else 0)

@@ -2,6 +2,8 @@
 JPEG decode, and the emulated remote store's overlap of requests in flight."""
 
 import io
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -155,3 +157,84 @@ def test_held_out_split_is_decoded_once_within_the_cache_bound(jpeg_root, monkey
         results = [es.evaluate(model, normalize, 8) for _ in range(3)]
         assert len(calls) == 3 * reads_per_eval and results[0] == results[1] == results[2]
         assert results[0][1] == n_eval
+
+
+# crop_boxes of keys mix(0, 0..5) on these sizes, as data/augment.py computed them before the
+# boxes moved to numpy (commit a22591d): replay and the audit's aug_key depend on them.
+PINNED_BOXES = [
+    ((500, 375), (65.36370275053105, 0.0, 349.00084043313564, 375.0)),
+    ((375, 500), (14.49554115068103, 27.54313844991256, 310.0388742995335, 304.2704262350423)),
+    ((640, 480), (200.29501314923488, 9.078282132887836, 368.23499521595613, 433.34589866807664)),
+    ((500, 375), (125.02135384829003, 8.671280433031718, 370.44342344486887, 353.52823973413797)),
+    ((1024, 768), (171.00497176905597, 31.736406041465287, 756.7627651684497, 649.4808276806727)),
+    ((333, 500), (0.390790810043813, 75.05589560564239, 332.042970350273, 406.5913567788317)),
+]
+
+
+def test_crop_boxes_are_pinned_per_image_and_per_batch():
+    """The same seeds give the same boxes, exactly: one image at a time (box_fn, crop_each's
+    path), the whole batch at once (crop_boxes), and the batch's draws placed per image
+    (box_at, the actor's decode path)."""
+    from echoray.data.augment_np import crop_draws
+    from echoray.data.full_crop import CROP_OP_INDEX, box_at, box_fn
+
+    op = AugmentOp(op="random_resized_crop", size=224)
+    keys = mix(0, np.arange(6))
+    sizes = np.array([s for s, _ in PINNED_BOXES])
+    batch = crop_boxes(keys, CROP_OP_INDEX, sizes[:, 0], sizes[:, 1], op.scale, op.ratio)
+    draws = crop_draws(keys, CROP_OP_INDEX, op.scale, op.ratio)
+    for n, ((w, h), box) in enumerate(PINNED_BOXES):
+        assert box_fn(keys[n], op)(w, h) == box
+        assert tuple(float(v[n]) for v in batch) == box
+        assert box_at(draws, n, w, h) == box
+
+
+def test_flip_made_at_decode_is_the_flip_op_bit_for_bit():
+    """crop_decoder with the pipeline's flip mirrors exactly the images augment_np.flip
+    (op 1 of the same keys) mirrors afterwards, and only those (about half of 64)."""
+    from echoray.data.augment_np import flip, flip_mask
+    from echoray.data.full_crop import decoded_ops
+
+    flip_op = AugmentOp(op="flip", p=0.5)
+    data = photo_jpeg()
+    keys = mix(9, np.arange(64))
+    plain = np.stack([crop_decoder(keys, RRC, 3)(i, data, "x") for i in range(64)])
+    fused = np.stack([crop_decoder(keys, RRC, 3, flip_op)(i, data, "x") for i in range(64)])
+    assert np.array_equal(fused, flip(plain, keys, 1, 0.5))
+    mirrored = flip_mask(keys, 1, 0.5)
+    assert 16 < mirrored.sum() < 48 and not np.array_equal(fused[mirrored], plain[mirrored])
+    assert np.array_equal(fused[~mirrored], plain[~mirrored])
+    assert decoded_ops([RRC, flip_op], per_copy=False) == 2
+    assert decoded_ops([RRC, flip_op], per_copy=True) == 1  # echo before augmentation: crop_each
+    assert decoded_ops([RRC, AugmentOp(op="cutout", size=8)], per_copy=False) == 1
+
+
+def test_photo_actor_never_imports_torch(jpeg_root):
+    """A preprocessing actor of the ImageNet pipeline (crop at decode, flip) reads, crops and
+    flips a batch without importing torch: 1.4 s of its start, before the first batch.
+    In a fresh interpreter, as a Ray worker process is."""
+    import subprocess
+    import sys
+
+    code = f"""
+import sys
+import numpy as np
+from echoray.config_load import load_config
+from echoray.data.preprocess_args import preprocess_args
+from echoray.data.sources import index_source
+from echoray.data.stages import Preprocess
+cfg = load_config("pipelines/imagenet_resnet50.yaml", ["source.path={jpeg_root}", "source.eval_path=null",
+                  "source.holdout_fraction=0.25", "source.chunk_size=4"])
+idx = index_source(cfg.source)
+actor = Preprocess(preprocess_args(cfg, idx, None, None, None))
+rows = next(actor({{"epoch": np.zeros(2, np.int64), "chunk": np.arange(2)}}))
+print(rows["image"].shape, actor.first, "torch" in sys.modules)
+"""
+    import echoray
+
+    platform = Path(echoray.__file__).parents[1]
+    env = {**os.environ, "PYTHONPATH": str(platform)}
+    out = subprocess.run([sys.executable, "-c", code], cwd=platform.parent, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split("\n")[-2] == "(8, 224, 224, 3) 2 False"

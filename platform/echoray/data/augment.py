@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from echoray.config import AugmentOp
 from echoray.data import ops as ops_custom
-from echoray.data.augment_np import checked_keys
+from echoray.data.augment_np import checked_keys, crop_boxes  # noqa: F401 - crop_boxes re-exported
 from echoray.data.op_shapes import crops_full_image, output_size  # noqa: F401 - re-exported
 from echoray.seeds import mix, uniform
 
@@ -56,21 +56,6 @@ def cutout(x: torch.Tensor, keys: np.ndarray, i: int, size: int) -> torch.Tensor
     in_x = (xs >= (cx - half)[:, None]) & (xs < (cx - half + size)[:, None])
     hole = in_y[:, :, None] & in_x[:, None, :]
     return x.masked_fill(hole[..., None], 0)
-
-
-def crop_boxes(keys: np.ndarray, i: int, w: np.ndarray | int, h: np.ndarray | int, scale: Sequence[float],
-               ratio: Sequence[float]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """random_resized_crop's boxes (x0, y0, cw, ch) in pixels of each w x h source image:
-    area a uniform share of the image in `scale`, log-uniform aspect ratio in `ratio`,
-    clamped to the image, uniform position. A pure function of the keys, so the actor's
-    per-image crop of a full decode and the batched op below cut the same box."""
-    u = [uniform(mix(keys, i), c) for c in range(4)]
-    w, h = np.asarray(w, np.float64), np.asarray(h, np.float64)
-    area = (scale[0] + u[0] * (scale[1] - scale[0])) * (w * h)
-    r = np.exp(np.log(ratio[0]) + u[1] * (np.log(ratio[1]) - np.log(ratio[0])))
-    cw = np.clip(np.sqrt(area * r), 1, w)
-    ch = np.clip(np.sqrt(area / r), 1, h)
-    return u[2] * (w - cw), u[3] * (h - ch), cw, ch
 
 
 def random_resized_crop(

@@ -40,8 +40,13 @@ def random_crop(x: np.ndarray, keys: np.ndarray, i: int, padding: int) -> np.nda
     return padded[np.arange(n)[:, None, None], rows[:, :, None], cols[:, None, :]]
 
 
+def flip_mask(keys: np.ndarray, i: int, p: float) -> np.ndarray:
+    """Which images op i (a flip with probability p) mirrors."""
+    return _u(keys, i, 0) < np.float32(p)
+
+
 def flip(x: np.ndarray, keys: np.ndarray, i: int, p: float) -> np.ndarray:
-    mask = _u(keys, i, 0) < np.float32(p)
+    mask = flip_mask(keys, i, p)
     return np.where(mask[:, None, None, None], x[:, :, ::-1], x)
 
 
@@ -55,6 +60,39 @@ def cutout(x: np.ndarray, keys: np.ndarray, i: int, size: int) -> np.ndarray:
     in_x = (xs >= (cx - half)[:, None]) & (xs < (cx - half + size)[:, None])
     hole = in_y[:, :, None] & in_x[:, None, :]
     return np.where(hole[..., None], np.zeros((), x.dtype), x)
+
+
+def crop_draws(keys: np.ndarray, i: int, scale: Sequence[float], ratio: Sequence[float]
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The parts of random_resized_crop's boxes that depend on the keys alone (area share,
+    aspect ratio, two position uniforms), so an actor draws them once per batch and
+    `boxes_from_draws` places each image's box once its size is known (the header)."""
+    u = [uniform(mix(keys, i), c) for c in range(4)]
+    share = scale[0] + u[0] * (scale[1] - scale[0])
+    r = np.exp(np.log(ratio[0]) + u[1] * (np.log(ratio[1]) - np.log(ratio[0])))
+    return share, r, u[2], u[3]
+
+
+def boxes_from_draws(draws: tuple[np.ndarray, ...], w: np.ndarray | int, h: np.ndarray | int
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(x0, y0, cw, ch) of crop_draws' boxes in w x h images (see crop_boxes)."""
+    share, r, u2, u3 = draws
+    w, h = np.asarray(w, np.float64), np.asarray(h, np.float64)
+    area = share * (w * h)
+    cw = np.clip(np.sqrt(area * r), 1, w)
+    ch = np.clip(np.sqrt(area / r), 1, h)
+    return u2 * (w - cw), u3 * (h - ch), cw, ch
+
+
+def crop_boxes(keys: np.ndarray, i: int, w: np.ndarray | int, h: np.ndarray | int, scale: Sequence[float],
+               ratio: Sequence[float]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """random_resized_crop's boxes (x0, y0, cw, ch) in pixels of each w x h source image:
+    area a uniform share of the image in `scale`, log-uniform aspect ratio in `ratio`,
+    clamped to the image, uniform position. A pure function of the keys, so the actor's
+    per-image crop of a full decode (data/full_crop.py) and the batched torch op
+    (data/augment.py) cut the same box. Here, in numpy, so an actor that crops photos
+    never imports torch (1.4 s of its start, on the path to the first batch)."""
+    return boxes_from_draws(crop_draws(keys, i, scale, ratio), w, h)
 
 
 OPS: dict[str, Callable[[np.ndarray, np.ndarray, int, AugmentOp], np.ndarray]] = {

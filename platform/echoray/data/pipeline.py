@@ -14,6 +14,7 @@ import ray.data
 from ray.data import ActorPoolStrategy
 
 from echoray.config import PipelineConfig
+from echoray.data.output_blocks import pipeline_block_target
 from echoray.data.plan import num_chunks, plan_chunks, read_plan  # noqa: F401 - num_chunks re-exported
 from echoray.data.preprocess_args import preprocess_args
 from echoray.data.sources import SourceIndex
@@ -64,7 +65,7 @@ def build_train_dataset(cfg: PipelineConfig, idx: SourceIndex, collector=None, f
     # never processed the driver's abort (its worker and placement group stayed; the
     # suite's next run stalled). from_blocks computes the metadata here.
     ds = ray.data.from_blocks([pa.table(b) for b in blocks])
-    return ds.map_batches(
+    ds = ds.map_batches(
         Preprocess,
         fn_constructor_args=(preprocess_args(cfg, idx, collector, consumed, max_ahead),),
         batch_size=per_call,
@@ -73,4 +74,8 @@ def build_train_dataset(cfg: PipelineConfig, idx: SourceIndex, collector=None, f
         udf_modifying_row_count=True,  # reads expand chunks; echo repeats rows; replays drop rows
         **({"resources": dict(a.resources)} if a.resources else {}),
     )
+    target = pipeline_block_target(cfg, idx, per_call)  # each call's rows leave the actor as it returns
+    if target is not None:
+        ds.context.target_max_block_size = target
+    return ds
 

@@ -86,8 +86,13 @@ class Preprocess:
         self.ops = args.ops
         # Photos with a random-resized crop first: cut from the full image (data/full_crop.py).
         self.full_crop = crops_full_image(self.ops) and idx.kind in ("image_folder", "parquet")
-        self._augment = augmenter(self.ops, 1 if self.full_crop else 0) if self.ops is not None else None
         self.echo_before, self.echo_after = args.echo_before_augment, args.echo_after_augment
+        self.first = 0  # ops the decode applies (the crop, and a flip right after it)
+        if self.full_crop:
+            from echoray.data.full_crop import decoded_ops
+
+            self.first = decoded_ops(self.ops, per_copy=self.echo_before)
+        self._augment = augmenter(self.ops, self.first) if self.ops is not None else None
         self.auto = args.echo_factor == "auto"
         self.factor = 1.0 if self.auto else float(args.echo_factor)
         self.collector = args.collector
@@ -152,7 +157,8 @@ class Preprocess:
         if self.echo_before:
             return full_decoder(self.idx.channels), True
         keys = augment_keys(self.seed, {"epoch": epochs, "sample_id": ids}, per_copy=False)
-        return crop_decoder(keys, self.ops[0], self.idx.channels), False
+        flip = self.ops[1] if self.first == 2 else None
+        return crop_decoder(keys, self.ops[0], self.idx.channels, flip), False
 
     def _skip_bad(self, bad: list[tuple[int, str, str]]) -> None:
         """Count undecodable files run-wide; fail once they pass source.max_bad_fraction."""
@@ -175,8 +181,7 @@ class Preprocess:
                 from echoray.data.full_crop import crop_each
 
                 images = crop_each(images, keys, self.ops[0], self.idx.channels)
-            first = 1 if self.full_crop else 0  # the crop was made at decode time
-            rows["image"] = self._augment(images, keys, self.ops, first)
+            rows["image"] = self._augment(images, keys, self.ops, self.first)  # the first ops: at decode time
         rows["aug_key"] = to_int63(keys)
         return rows
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import gc
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from echoray.config import PipelineConfig
 from echoray.data.sources import SourceIndex
@@ -93,21 +93,23 @@ def _train(cfg: PipelineConfig, idx: SourceIndex, collector, store, ckpt, shared
     # The threads a Ray Train worker of this plan gets (OMP_NUM_THREADS from its CPUs): the
     # same arithmetic, and the preprocessing actor keeps the CPU the plan gives it.
     torch.set_num_threads(max(1, int(cfg.scaling.cpus_per_worker)))
-    link = CollectorLink(collector)
-    evaluator = make_evaluator(cfg, idx, 0, 1)
-    from echoray.runtime import stop
-
-    env = WorkerEnv(0, 1, "cpu", link, Collectives.single(), lambda model: model, evaluator,
-                    should_stop=stop.requested)
-    loop = WorkerLoop(cfg, env, n_train=len(idx.train_ids), channels=idx.channels,
-                      num_classes=idx.num_classes, image_size=idx.image_size,
-                      plan=EchoPlan.from_config(cfg, shared_stream=shared is not None))
     first_epoch, consumed = read_replay(ckpt) if ckpt is not None else (0, None)
-    # the preprocessing actor starts while the collector's process and the model do; a
-    # shared stream is running already, and is attached to at the first batch (not before)
-    batches = (shared.batches(cfg, loop.group, len(idx.train_ids)) if shared is not None
-               else StartedStream(_stream(cfg, idx, collector, loop.group, first_epoch, consumed)))
+    # The Dataset is built and the preprocessing actors start first, in the stream's thread,
+    # while the collector's process, the held-out set and the model do. Rank 0 of 1 in local
+    # batch augmentation (trains_in_process): group 0, and it reads. A shared stream is
+    # running already, and is attached to at the first batch (not before).
+    batches = (shared.batches(cfg, 0, len(idx.train_ids)) if shared is not None
+               else StartedStream(_built(lambda: _stream(cfg, idx, collector, 0, first_epoch, consumed))))
     try:
+        link = CollectorLink(collector)
+        evaluator = make_evaluator(cfg, idx, 0, 1)
+        from echoray.runtime import stop
+
+        env = WorkerEnv(0, 1, "cpu", link, Collectives.single(), lambda model: model, evaluator,
+                        should_stop=stop.requested)
+        loop = WorkerLoop(cfg, env, n_train=len(idx.train_ids), channels=idx.channels,
+                          num_classes=idx.num_classes, image_size=idx.image_size,
+                          plan=EchoPlan.from_config(cfg, shared_stream=shared is not None))
         if link.ask("is_aborted"):  # the collector's process has started meanwhile
             return
         loop.setup()
@@ -127,6 +129,12 @@ def _train(cfg: PipelineConfig, idx: SourceIndex, collector, store, ckpt, shared
         batches.close()
         if shared is not None:
             shared.release("the run failed or was stopped")
+
+
+def _built(make: Callable[[], Iterable[dict]]) -> Iterator[dict]:
+    """The batches of make()'s stream, make() called at the first next(): in StartedStream's
+    thread, so building the Dataset (a 40-epoch plan is hundreds of blocks) overlaps too."""
+    yield from make()
 
 
 def _stream(cfg: PipelineConfig, idx: SourceIndex, collector, group: int, first_epoch: int = 0,
