@@ -390,7 +390,8 @@ class StorageConfig(Section):
     # (train/checkpoint_store.py) wait out an object store that stopped answering or
     # answers 5xx / SlowDown, with backoff (echoray/storage_retry.py: 0.5 s doubling to 8 s);
     # past it the run fails (exit 1) naming the URI and can be resumed. Denied access and
-    # missing keys or buckets are never retried.
+    # missing keys or buckets are never retried. Keep it below train.stall_timeout_s: a run
+    # that waits on the store longer than that ends as a stall first (also exit 1).
     retry_s: Annotated[float, Field(ge=0)] = 120.0
     """Seconds reads and checkpoint writes keep retrying an object store that stops answering or returns 5xx / SlowDown (backoff 0.5 s doubling to 8 s); then the run fails with exit 1 naming the URI. 0: no retries."""
 

@@ -89,15 +89,18 @@ def open_location(uri: str, key: str) -> tuple[pafs.FileSystem, str]:
     return fs, path
 
 
-def bounded(fs: pafs.FileSystem, uri: str) -> pafs.FileSystem:
-    """An S3 filesystem like `fs` (same region; credentials and endpoint from the
-    environment, as from_uri takes them) with the module's timeouts and one try per call.
-    Other filesystems, and a URI with its own ?options, are returned as they are."""
-    if fs.type_name != "s3" or "?" in uri:
+def bounded(fs: pafs.FileSystem, uri: str, attempts: int = 1) -> pafs.FileSystem:
+    """An S3 filesystem like `fs` (the options from_uri resolved: region, the endpoint of
+    AWS_ENDPOINT_URL, credentials) with the module's timeouts and `attempts` tries per call
+    (1: storage_retry decides). Other filesystems are returned as they are."""
+    if fs.type_name != "s3":
         return fs
-    return pafs.S3FileSystem(region=fs.region, connect_timeout=CONNECT_TIMEOUT_S,
-                             request_timeout=REQUEST_TIMEOUT_S,
-                             retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=1))
+    # S3FileSystem's pickle arguments are its options; the constructor alone would not read
+    # AWS_ENDPOINT_URL (from_uri does), so they are carried over rather than rebuilt.
+    options = dict(fs.__reduce__()[1][0])
+    options.update(connect_timeout=CONNECT_TIMEOUT_S, request_timeout=REQUEST_TIMEOUT_S,
+                   retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=attempts))
+    return pafs.S3FileSystem(**options)
 
 
 def checkpoint_location(storage_path: str | None, run_dir: Path) -> str:

@@ -35,7 +35,9 @@ log = logging.getLogger("echoray.storage")
 _PERMANENT = re.compile(
     r"ACCESS_DENIED|AccessDenied|HTTP status 40[134]\b|NO_SUCH_BUCKET|NoSuchBucket|NO_SUCH_KEY|NoSuchKey|"
     r"RESOURCE_NOT_FOUND|InvalidAccessKeyId|SignatureDoesNotMatch|INVALID_ACCESS_KEY_ID|InvalidBucketName")
-# The store is away or overloaded for now (pyarrow/AWS SDK and curl wordings).
+# The store is away or overloaded for now (pyarrow/AWS SDK and curl wordings; Ray Data's
+# DEFAULT_RETRIED_IO_ERRORS names the same "AWS Error NETWORK_CONNECTION", "SLOW_DOWN",
+# "UNKNOWN (HTTP status 503)", "SERVICE_UNAVAILABLE", "INTERNAL_FAILURE").
 _TRANSIENT = re.compile(
     r"NETWORK_CONNECTION|curlCode|Timeout was reached|timed out|Connection refused|Connection reset|"
     r"Couldn't connect|HTTP status 5\d\d\b|SLOW_DOWN|SlowDown|SERVICE_UNAVAILABLE|ServiceUnavailable|"
