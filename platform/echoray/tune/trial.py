@@ -41,7 +41,9 @@ def trial_tree(base: dict[str, Any], point: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_trial(point: dict[str, Any], *, base: dict[str, Any], pipeline: str, parent_run_id: str,
-              tracking_uri: str, runs_dir: str, in_process: bool = False) -> None:
+              tracking_uri: str, runs_dir: str, in_process: bool = False, runs_storage: str | None = None) -> None:
+    """`runs_storage`: the search's trials/ in train.storage_path (tune/search_storage.py): the
+    trial's checkpoints go there, and its run folder is copied there when it ends."""
     from ray import tune
 
     from echoray.config_load import validate
@@ -52,6 +54,8 @@ def run_trial(point: dict[str, Any], *, base: dict[str, Any], pipeline: str, par
     key = trial_key(point["repeat"], point["index"])
     tree = trial_tree(base, point)
     tree.setdefault("tracking", {})["uri"] = tracking_uri
+    if runs_storage:
+        tree.setdefault("train", {})["storage_path"] = runs_storage
     cfg = validate(tree, origin=f"trial {key}")
     earlier = finished_attempt(tracking_uri, parent_run_id, key)
     if earlier is not None:
@@ -72,7 +76,13 @@ def run_trial(point: dict[str, Any], *, base: dict[str, Any], pipeline: str, par
         tags={"echoray.trial_key": key, "echoray.repeat": str(point["repeat"]),
               "echoray.trial_index": str(point["index"])},
     )
-    tune.report(final_report(train(cfg, pipeline, str(out), t0, hooks=hooks)))
+    from echoray.tune.search_storage import upload_run
+
+    try:
+        summary = train(cfg, pipeline, str(out), t0, hooks=hooks)
+    finally:
+        upload_run(runs_storage, out, cfg.storage.retry_s)
+    tune.report(final_report(summary))
 
 
 def final_report(s: dict[str, Any]) -> dict[str, Any]:
