@@ -217,3 +217,16 @@ def test_a_local_reader_is_not_wrapped():
     reader = _Reader(0)
     assert retrying(reader, _index(train="source.path /data/train", eval="source.path /data/train")) is reader
     assert retrying(reader, _index()) is reader  # digits: no path
+
+
+def test_an_outage_inside_a_wrapped_error_is_described_by_its_own_line():
+    from echoray.failures import describe_failure
+
+    wrapped = RuntimeError("Traceback (most recent call last):\n  ...\n"
+                           "echoray.storage_retry.StoreUnavailable: source.path s3://b/d: the object store did not "
+                           "answer for 13 s (storage.retry_s=10): AWS Error NETWORK_CONNECTION\n\nThe above exception "
+                           "was the direct cause of the following exception:\n\n"
+                           "ray.exceptions.UserCodeException: UDF failed to process a data block.")
+    assert describe_failure(wrapped) == ("StoreUnavailable: source.path s3://b/d: the object store did not answer "
+                                         "for 13 s (storage.retry_s=10): AWS Error NETWORK_CONNECTION")
+    assert describe_failure(ValueError("x\nlast")) == "ValueError: last"
