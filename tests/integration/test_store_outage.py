@@ -49,7 +49,7 @@ def reads_from_store(s3_data):
     """160 train images (200 rows, 20% held out) read from the bucket; checkpoints in the run folder."""
     return 160, ["--set", "source.kind=parquet", "--set", f"source.path={s3_data['parquet'][1]}",
                  "--set", "source.limit=160", "--set", "source.max_rows_ahead=32",
-                 "--set", "source.remote.latency_ms=100"]
+                 "--set", "source.remote.latency_ms=400"]
 
 
 def checkpoints_to_store(runs):
@@ -73,7 +73,9 @@ def start(tmp_path, name, source_args):
 
     wait_for(lambda: alive((run / "run.json").exists), "run.json", timeout_s=120)
     run_id = json.loads((run / "run.json").read_text())["mlflow_run_id"]
-    wait_for(lambda: alive(lambda: len(logged(client, run_id)) >= 2), "two epochs logged", timeout_s=120)
+    # the first epoch line: reads (paced by the emulated latency) and checkpoints still to come
+    wait_for(lambda: alive(lambda: any(ln.startswith("[echoray] epoch   1 ") for ln in d.lines)),
+             "the first epoch", timeout_s=120)
     return d, run, client, run_id
 
 
