@@ -39,7 +39,7 @@ def bench_input(cfg: PipelineConfig, seconds: float | None, idx: SourceIndex | N
     warning = bench_probe.busy_machine(load_start)
     if warning:
         print(f"[echoray] {warning}", flush=True)
-    idx = idx or index_source(cfg.source)
+    idx = idx or index_source(cfg.source, cfg.storage.retry_s)
     # One epoch, or with --seconds enough epochs for PLAN_EXAMPLES: a 90-epoch ImageNet plan
     # is 900 blocks whose set-up alone took ~60 s on 2 busy cores (benchmarks/input_pipeline.py).
     epochs = 1 if seconds is None else min(cfg.train.max_epochs, max(1, -(-PLAN_EXAMPLES // len(idx.train_ids))))

@@ -385,6 +385,17 @@ class TrainConfig(Section):
     """Declare a local storage_path shared by every node although its mount type does not say so."""
 
 
+class StorageConfig(Section):
+    # How long the source's reads and the checkpoint writes of a run trained in process
+    # (train/checkpoint_store.py) wait out an object store that stopped answering or
+    # answers 5xx / SlowDown, with backoff (echoray/storage_retry.py: 0.5 s doubling to 8 s);
+    # past it the run fails (exit 1) naming the URI and can be resumed. Denied access and
+    # missing keys or buckets are never retried. Keep it below train.stall_timeout_s: a run
+    # that waits on the store longer than that ends as a stall first (also exit 1).
+    retry_s: Annotated[float, Field(ge=0)] = 120.0
+    """Seconds reads and checkpoint writes keep retrying an object store that stops answering or returns 5xx / SlowDown (backoff 0.5 s doubling to 8 s); then the run fails with exit 1 naming the URI. 0: no retries."""
+
+
 class ScalingConfig(Section):
     num_workers: PositiveInt = 1
     """Ray Train workers (data-parallel ranks)."""
@@ -504,6 +515,8 @@ class PipelineConfig(Section):
     """Batching, budget, target, evaluation, checkpoints, precision."""
     scaling: ScalingConfig = ScalingConfig()
     """Workers, GPUs and where training runs."""
+    storage: StorageConfig = StorageConfig()
+    """What reads and checkpoint writes do while the object store is unavailable."""
     tracking: TrackingConfig = TrackingConfig()
     """MLflow."""
     audit: AuditConfig = AuditConfig()

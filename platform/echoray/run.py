@@ -132,7 +132,7 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
           resume: Resume | None = None, hooks: RunHooks | None = None) -> dict[str, Any]:
     hooks = hooks or RunHooks()
     cfg = resumed_tokenizer(cfg, resume.run_dir if resume else None)
-    idx: SourceIndex = index_source(cfg.source)
+    idx: SourceIndex = index_source(cfg.source, cfg.storage.retry_s)
     uri = tracking_uri(cfg)
     check_reachable(uri)
     run_dir = resume.run_dir if resume else new_run_dir(cfg, out)
@@ -276,7 +276,8 @@ def _in_process_fit(cfg: PipelineConfig, idx: SourceIndex, collector, storage: s
     from echoray.train.checkpoint_store import CheckpointStore
 
     # With the audit on, each checkpoint holds its epochs' audit rows: keep them all (as Ray Train).
-    store = (CheckpointStore(storage, None if cfg.audit.enabled else cfg.train.checkpoints_to_keep)
+    store = (CheckpointStore(storage, None if cfg.audit.enabled else cfg.train.checkpoints_to_keep,
+                             cfg.storage.retry_s)
              if keeps_checkpoints else None)
     return in_process_fit(cfg, idx, collector, store, resume.checkpoint if resume else None, shared)
 

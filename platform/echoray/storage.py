@@ -10,6 +10,13 @@ environment; for `ray job submit` pass them in the job's runtime env (docs/how-t
 
 This module turns an unusable location into one line naming the config key and the URI
 (a missing bucket, denied credentials, an unreachable endpoint) before anything starts.
+
+An S3 filesystem opened here has bounded waits: a connection attempt gives up after
+CONNECT_TIMEOUT_S and a request after REQUEST_TIMEOUT_S without a byte (the AWS SDK's
+curl low-speed limit), so a store that accepts connections but never answers (a frozen
+server) fails a request in seconds instead of hanging it; pyarrow's own retries are off
+(one try per call) and storage_retry.RetryPolicy decides what is tried again and for
+how long (storage.retry_s).
 """
 
 from __future__ import annotations
@@ -24,6 +31,10 @@ import pyarrow.fs as pafs
 NETWORK_FS = ("nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "ceph",
               "glusterfs", "fuse.glusterfs", "fuse.cephfs", "fuse.s3fs", "fuse.gcsfuse",
               "fuse.juicefs", "fuse.mountpoint-s3", "efs", "9p")
+
+
+# The AWS SDK's defaults (1 s connect, 3 s request) with more room to connect across a WAN.
+CONNECT_TIMEOUT_S, REQUEST_TIMEOUT_S = 5.0, 3.0
 
 
 class StorageError(ValueError):
@@ -64,6 +75,7 @@ def open_location(uri: str, key: str) -> tuple[pafs.FileSystem, str]:
         uri = os.path.abspath(uri.removeprefix("file://"))
     try:
         fs, path = pafs.FileSystem.from_uri(uri)
+        fs = bounded(fs, uri)
     except (pafs.ArrowInvalid, OSError, ValueError) as exc:  # type: ignore[attr-defined]
         raise StorageError(f"{key} {uri}: cannot open: {exc}") from None
     if is_uri(uri):
@@ -75,6 +87,20 @@ def open_location(uri: str, key: str) -> tuple[pafs.FileSystem, str]:
         if info.type == pafs.FileType.NotFound:
             raise StorageError(f"{key} {uri}: the bucket {bucket!r} does not exist (at {endpoint()})")
     return fs, path
+
+
+def bounded(fs: pafs.FileSystem, uri: str, attempts: int = 1) -> pafs.FileSystem:
+    """An S3 filesystem like `fs` (the options from_uri resolved: region, the endpoint of
+    AWS_ENDPOINT_URL, credentials) with the module's timeouts and `attempts` tries per call
+    (1: storage_retry decides). Other filesystems are returned as they are."""
+    if fs.type_name != "s3":
+        return fs
+    # S3FileSystem's pickle arguments are its options; the constructor alone would not read
+    # AWS_ENDPOINT_URL (from_uri does), so they are carried over rather than rebuilt.
+    options = dict(fs.__reduce__()[1][0])
+    options.update(connect_timeout=CONNECT_TIMEOUT_S, request_timeout=REQUEST_TIMEOUT_S,
+                   retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=attempts))
+    return pafs.S3FileSystem(**options)
 
 
 def checkpoint_location(storage_path: str | None, run_dir: Path) -> str:

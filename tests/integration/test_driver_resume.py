@@ -41,8 +41,9 @@ def echoray_bin() -> str:
 class Driver:
     """`echoray` in a subprocess, its output collected as it comes."""
 
-    def __init__(self, args, cwd):
-        env = {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
+    def __init__(self, args, cwd, address=None):
+        """`address`: the Ray to attach to (default: the tests' local Ray)."""
+        env = {**os.environ, "RAY_ADDRESS": address or ray.get_runtime_context().gcs_address}
         self.proc = subprocess.Popen([echoray_bin(), *args], cwd=cwd, env=env, text=True,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.lines: list[str] = []

@@ -12,6 +12,12 @@ written after, so a driver killed mid-upload leaves an unlisted folder that the 
 save of that number replaces. The oldest beyond `keep` are deleted after the index no
 longer names them. Checkpoints come back as `ray.train.Checkpoint`s (path and pyarrow
 filesystem), the type the worker loop restores from in either trainer.
+
+An object store that stops answering (or answers 5xx) is waited out for storage.retry_s
+(echoray/storage_retry.py) at each step of a save: reading the index, the upload (redone
+whole: the folder is cleared first), the index write, the deletion of dropped ones.
+Past it the save raises StoreUnavailable naming the URI; the index still names only the
+checkpoints before the outage, so `--resume` continues from the last of them.
 """
 
 from __future__ import annotations
@@ -24,17 +30,21 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from echoray.storage import open_location
+from echoray.storage_retry import RetryPolicy, Transient
 
 DIR = "train_in_process"
 INDEX = "checkpoints.json"
 
 
 class CheckpointStore:
-    def __init__(self, storage: str, keep: int | None):
-        """`keep`: how many checkpoints stay (None: all, as with the audit on)."""
+    def __init__(self, storage: str, keep: int | None, retry_s: float = 0.0):
+        """`keep`: how many checkpoints stay (None: all, as with the audit on); `retry_s`:
+        storage.retry_s (0: a failed request fails the save at once)."""
         self.fs, base = open_location(storage, "train.storage_path")
         self.root = f"{base.rstrip('/')}/{DIR}"
         self.keep = keep
+        self.retry = RetryPolicy(retry_s)
+        self.where = f"train.storage_path {storage.rstrip('/')}/{DIR}"
 
     def kept(self) -> list[dict[str, Any]]:
         """The index: [{"name", "epoch", "steps", ...}], oldest first ([] before the first)."""
@@ -56,24 +66,40 @@ class CheckpointStore:
 
     def save(self, metrics: dict[str, Any], local_dir: Path):
         """Upload `local_dir` (then removed) as the next checkpoint; returns it."""
-        kept = self.kept()
-        number = int(kept[-1]["name"].rsplit("_", 1)[1]) + 1 if kept else 1
-        name = f"checkpoint_{number:06d}"
-        dest = f"{self.root}/{name}"
         try:
-            if self.fs.get_file_info(dest).type != pafs.FileType.NotFound:
-                self.fs.delete_dir(dest)  # a save of this number that never reached the index
-            self.fs.create_dir(dest)
-            pafs.copy_files(str(local_dir), dest, source_filesystem=pafs.LocalFileSystem(),
-                            destination_filesystem=self.fs)
+            kept = self.retry.call(self.kept, self.where)
+            number = int(kept[-1]["name"].rsplit("_", 1)[1]) + 1 if kept else 1
+            name = f"checkpoint_{number:06d}"
+            self.retry.call(lambda: self._upload(local_dir, f"{self.root}/{name}"), f"{self.where}/{name}")
         finally:
             shutil.rmtree(local_dir, ignore_errors=True)
         kept.append({"name": name, **metrics})
         dropped = kept[:-self.keep] if self.keep else []
-        self._write_index(kept[len(dropped):])
+        self.retry.call(lambda: self._write_index(kept[len(dropped):]), f"{self.where}/{INDEX}")
         for old in dropped:
-            self.fs.delete_dir(f"{self.root}/{old['name']}")
+            self.retry.call(lambda old=old: self.fs.delete_dir(f"{self.root}/{old['name']}"),
+                            f"{self.where}/{old['name']}")
         return self.checkpoint(name)
+
+    def _upload(self, local_dir: Path, dest: str) -> None:
+        # A save of this number that never reached the index (or a try cut short) is replaced.
+        if self.fs.get_file_info(dest).type != pafs.FileType.NotFound:
+            self.fs.delete_dir(dest)
+        self.fs.create_dir(dest)
+        pafs.copy_files(str(local_dir), dest, source_filesystem=pafs.LocalFileSystem(),
+                        destination_filesystem=self.fs)
+        self._check_upload(local_dir, dest)
+
+    def _check_upload(self, local_dir: Path, dest: str) -> None:
+        """Every file of `local_dir` is at `dest` with its size, or Transient (the upload is
+        redone). A request a frozen store held while its client gave up can still land (or
+        delete) once the store resumes: the index names a checkpoint only once it is whole."""
+        want = {str(p.relative_to(local_dir)): p.stat().st_size for p in local_dir.rglob("*") if p.is_file()}
+        infos = self.fs.get_file_info(pafs.FileSelector(dest, recursive=True))
+        have = {i.path[len(dest) + 1:]: i.size for i in infos if i.type == pafs.FileType.File}
+        bad = sorted(k for k in want if have.get(k) != want[k])
+        if bad:
+            raise Transient(f"{dest}: upload incomplete ({len(bad)} file(s) missing or short: {bad[:3]})")
 
     def _write_index(self, kept: list[dict[str, Any]]) -> None:
         # One object write: whole on an object store; on a local disk through a rename.

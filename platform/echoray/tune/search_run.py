@@ -2,7 +2,9 @@
 
 The folder holds `search.json` (the resolved pipeline, the parent run id: what
 `--resume` needs), Tune's experiment state under `tune/`, and at the end
-`summary.json` and `trials.png`, which are also artifacts of the parent run.
+`summary.json` and `trials.png`, which are also artifacts of the parent run. With
+train.storage_path these live in the search's home there instead (tune/search_storage.py),
+and `--resume` takes that URI from any machine.
 """
 
 from __future__ import annotations
@@ -30,11 +32,18 @@ from echoray.summary import write_json_atomic
 from echoray.tracking import RunLogger, check_reachable, tracking_uri
 from echoray.tune.mlflow_runs import child_runs, end_unfinished_children
 from echoray.tune.outcome import ERROR, NOT_REACHED, REACHED, summarize
+from echoray.tune.search_storage import (
+    STATE_FILE,
+    check_shared,
+    open_search,
+    publish,
+    search_home,
+    tune_storage,
+)
 from echoray.tune.share_plan import SharePlan, plan_sharing
 from echoray.tune.space import SearchPoints
 from echoray.tune.trial import trial_key, trial_tree
 
-STATE_FILE = "search.json"
 # The trial actor only drives Train; Tune refuses an empty resource request, so it asks
 # for a little logical memory instead of a CPU share the trainers would then lack.
 TRIAL_DRIVER_RESOURCES = {"cpu": 0, "memory": 256 * 2**20}
@@ -68,15 +77,6 @@ def search_dir(cfg: PipelineConfig, out: str | None) -> Path:
     return d
 
 
-def load_state(d: Path) -> dict[str, Any]:
-    path = d / STATE_FILE
-    if (d / "summary.json").exists():
-        raise ConfigError(f"--resume {d}: this search already finished (summary.json); nothing to resume")
-    if not path.exists():
-        raise ConfigError(f"--resume {d}: no {STATE_FILE} there, so it is not a search folder")
-    return json.loads(path.read_text())
-
-
 def trial_concurrency(cfg: PipelineConfig, local: bool, sharing: SharePlan | None = None) -> int:
     """search.max_concurrent, lowered to what the cluster can run at once (with shared
     streams, a group's preprocessing actors count once: tune/share_plan.py)."""
@@ -102,13 +102,12 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
                trials: int | None = None, repeats: int | None = None, resume: str | None = None,
                parent_run_id: str | None = None, tags: dict[str, str] | None = None) -> dict[str, Any]:
     if resume:
-        d = Path(resume)
-        state = load_state(d)
-        cfg = validate(state["config"], origin=f"{d / STATE_FILE}")
-        pipeline, trials, repeats = state["pipeline"], state["trials"], state["repeats"]
+        d, state = open_search(resume, runs_root())
+        cfg = validate(state["config"], origin=f"{resume.rstrip('/')}/{STATE_FILE}")
+        pipeline, trials, repeats, home = state["pipeline"], state["trials"], state["repeats"], state.get("storage")
     else:
         d = search_dir(cfg, out)
-        state = None
+        state, home = None, search_home(cfg.train.storage_path, d)
     try:
         points = SearchPoints(cfg.search, cfg.seed, trials, repeats)
     except ValueError as exc:
@@ -116,7 +115,9 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
     idx = index_source(cfg.source)  # a missing or empty dataset fails here, before anything starts
     uri = state["tracking_uri"] if state else tracking_uri(cfg)
     check_reachable(uri)
+    storage = tune_storage(home, d, new=state is None)  # a bad bucket or home: exit 2, before anything starts
     local = start_ray()
+    check_shared(home, d, cfg.train.storage_shared)
     base = cfg.model_dump(mode="json")
     warm = warm_trial_resources(cfg)
     sharing = _sharing(cfg, base, points, idx, warm is not None)
@@ -138,7 +139,8 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
                                     "echoray.run_dir": str(d.resolve()), **(tags or {})})
         write_json_atomic(d / STATE_FILE, {
             "pipeline": pipeline, "config": base, "trials": points.trials, "repeats": points.repeats,
-            "parent_run_id": run_id, "tracking_uri": uri})
+            "parent_run_id": run_id, "tracking_uri": uri, "storage": home})
+        publish(home, d / STATE_FILE)
     for k, v in sharing.tags().items():  # the groups, on the parent run (again on a resume: the same)
         logger.client.set_tag(run_id, k, v)
     say(f"search {d}: {points.trials} trials x {points.repeats} repeats ({points.sequence}, "
@@ -152,14 +154,14 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
     try:
         hubs = sharing.start()
         grid = _fit(d, points, base, pipeline, run_id, uri, concurrency, resume=bool(state),
-                    warm=warm, shared=hubs)
+                    warm=warm, shared=hubs, storage=storage, runs_storage=home and f"{home}/trials")
         records, unfinished = _records(grid, base, points)
         for rec in records:  # a trial that failed never reported its run id; MLflow knows it
             if rec["mlflow_run_id"] is None:
                 found = child_runs(uri, run_id, rec["trial_key"])
                 rec["mlflow_run_id"] = found[0].info.run_id if found else None
         if unfinished:
-            raise SearchInterrupted(f"{unfinished} trial(s) unfinished; continue with: echoray tune --resume {d}")
+            raise SearchInterrupted(f"{unfinished} trial(s) unfinished; continue with: echoray tune --resume {home or d}")
         summary = {
             "pipeline": pipeline, "search_dir": str(d.resolve()), "mlflow_parent_run_id": run_id,
             "mlflow_tracking_uri": uri, "objective": "fresh_examples_to_target",
@@ -179,6 +181,7 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
 
         plot_trials(summary, d / "trials.png")
         logger.log_file(d / "trials.png")
+        publish(home, d / "summary.json", d / "trials.png")
         fe = summary["fresh_examples_to_target"]
         if fe["n"]:
             logger.log_metrics({"best_fresh_examples_to_target_mean": fe["mean"],
@@ -212,7 +215,10 @@ def _sharing(cfg: PipelineConfig, base: dict, points: SearchPoints, idx, warm: b
 
 
 def _fit(d: Path, points: SearchPoints, base: dict, pipeline: str, parent_run_id: str, uri: str,
-         concurrency: int, resume: bool, warm: dict[str, float] | None = None, shared: dict | None = None):
+         concurrency: int, resume: bool, warm: dict[str, float] | None = None, shared: dict | None = None,
+         storage: tuple[str, Any] | None = None, runs_storage: str | None = None):
+    """`storage`: tune_storage's (path, filesystem) for Tune's experiment (None: the folder d);
+    `runs_storage`: where the trials' run folders and checkpoints go (None: d/trials only)."""
     from ray import tune
 
     from echoray.tune.progress import TrialLines
@@ -222,17 +228,18 @@ def _fit(d: Path, points: SearchPoints, base: dict, pipeline: str, parent_run_id
     trainable = tune.with_resources(
         tune.with_parameters(run_trial, base=base, pipeline=pipeline, parent_run_id=parent_run_id,
                              tracking_uri=uri, runs_dir=str((d / "trials").resolve()), in_process=warm is not None,
-                             shared=shared or None),
+                             shared=shared or None, runs_storage=runs_storage),
         warm or TRIAL_DRIVER_RESOURCES)
+    path, fs = storage or (str(d.resolve()), None)
     if resume:
-        tuner = tune.Tuner.restore(str((d / "tune").resolve()), trainable=trainable,
+        tuner = tune.Tuner.restore(f"{path}/tune", trainable=trainable, storage_filesystem=fs,
                                    resume_unfinished=True, resume_errored=False, restart_errored=False)
     else:
         tuner = tune.Tuner(
             trainable,
             tune_config=tune.TuneConfig(search_alg=QuasiRandomSearcher(points), num_samples=len(points),
                                         max_concurrent_trials=concurrency, reuse_actors=True),
-            run_config=tune.RunConfig(name="tune", storage_path=str(d.resolve()), verbose=0,
+            run_config=tune.RunConfig(name="tune", storage_path=path, storage_filesystem=fs, verbose=0,
                                       callbacks=[TrialLines()]),
         )
     return tuner.fit()
@@ -241,7 +248,7 @@ def _fit(d: Path, points: SearchPoints, base: dict, pipeline: str, parent_run_id
 def _records(grid, base: dict, points: SearchPoints) -> tuple[list[dict[str, Any]], int]:
     records, unfinished = [], len(points) - len(grid)
     for result in grid:
-        point, m = result.config or _trial_params(result.path), result.metrics or {}
+        point, m = result.config or _trial_params(result), result.metrics or {}
         rec = {"trial_key": trial_key(point["repeat"], point["index"]), "repeat": point["repeat"],
                "index": point["index"], "params": point["params"],
                "seed": trial_tree(base, point)["seed"],
@@ -261,7 +268,8 @@ def _records(grid, base: dict, points: SearchPoints) -> tuple[list[dict[str, Any
     return sorted(records, key=lambda r: (r["repeat"], r["index"])), unfinished
 
 
-def _trial_params(trial_path: str) -> dict[str, Any]:
+def _trial_params(result) -> dict[str, Any]:
     """A restored trial that failed before its first report has no config in its Result;
-    Tune wrote it to params.json when the trial started."""
-    return json.loads((Path(trial_path) / "params.json").read_text())
+    Tune wrote it to params.json (in the experiment's storage) when the trial started."""
+    with result.filesystem.open_input_stream(f"{result.path}/params.json") as f:
+        return json.loads(f.read())

@@ -80,7 +80,10 @@ def run_study(cfg: PipelineConfig | None, pipeline: str, variant_names: list[str
             if (vd / STATE_FILE).exists():
                 run_search(None, state["pipeline"], None, t0, resume=str(vd))
             else:
-                run_search(variant_config(state["config"], v), state["pipeline"], str(vd), t0,
+                vcfg = variant_config(state["config"], v)
+                if vcfg.train.storage_path:  # variants of studies sharing a bucket never share a folder
+                    vcfg.train.storage_path = f"{vcfg.train.storage_path.rstrip('/')}/{d.resolve().name}"
+                run_search(vcfg, state["pipeline"], str(vd), t0,
                            trials=state["trials"], repeats=state["repeats"],
                            parent_run_id=state["study_run_id"], tags={"echoray.variant": v.name})
         from echoray.tune.report import write_report

@@ -42,22 +42,25 @@ def trial_tree(base: dict[str, Any], point: dict[str, Any]) -> dict[str, Any]:
 
 def run_trial(point: dict[str, Any], *, base: dict[str, Any], pipeline: str, parent_run_id: str,
               tracking_uri: str, runs_dir: str, in_process: bool = False,
-              shared: dict[str, Any] | None = None) -> None:
+              shared: dict[str, Any] | None = None, runs_storage: str | None = None) -> None:
     """`shared`: trial key -> the StreamHub of its group (tune/share_plan.py); a trial in it
-    reads that stream (tune/share_consumer.py) and releases it however it ends."""
+    reads that stream (tune/share_consumer.py) and releases it however it ends.
+    `runs_storage`: the search's trials/ in train.storage_path (tune/search_storage.py): the
+    trial's checkpoints go there, and its run folder is copied there when it ends."""
     from echoray.tune.share_consumer import SharedStream
 
     key = trial_key(point["repeat"], point["index"])
     stream = SharedStream(shared[key], key) if shared and key in shared else None
     try:
-        _run_trial(point, key, base, pipeline, parent_run_id, tracking_uri, runs_dir, in_process, stream)
+        _run_trial(point, key, base, pipeline, parent_run_id, tracking_uri, runs_dir, in_process, stream, runs_storage)
     finally:
         if stream is not None:
             stream.release("the trial ended")
 
 
 def _run_trial(point: dict[str, Any], key: str, base: dict[str, Any], pipeline: str, parent_run_id: str,
-               tracking_uri: str, runs_dir: str, in_process: bool, stream) -> None:
+               tracking_uri: str, runs_dir: str, in_process: bool, stream,
+               runs_storage: str | None) -> None:
     from ray import tune
 
     from echoray.config_load import validate
@@ -67,6 +70,8 @@ def _run_trial(point: dict[str, Any], key: str, base: dict[str, Any], pipeline: 
     t0 = time.time()
     tree = trial_tree(base, point)
     tree.setdefault("tracking", {})["uri"] = tracking_uri
+    if runs_storage:
+        tree.setdefault("train", {})["storage_path"] = runs_storage
     cfg = validate(tree, origin=f"trial {key}")
     earlier = finished_attempt(tracking_uri, parent_run_id, key)
     if earlier is not None:
@@ -91,7 +96,13 @@ def _run_trial(point: dict[str, Any], key: str, base: dict[str, Any], pipeline: 
               **({"echoray.shared_stream": "true"} if stream is not None else {})},
         shared_stream=stream,
     )
-    tune.report(final_report(train(cfg, pipeline, str(out), t0, hooks=hooks)))
+    from echoray.tune.search_storage import upload_run
+
+    try:
+        summary = train(cfg, pipeline, str(out), t0, hooks=hooks)
+    finally:
+        upload_run(runs_storage, out, cfg.storage.retry_s)
+    tune.report(final_report(summary))
 
 
 def final_report(s: dict[str, Any]) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 `index_source` validates paths and counts samples (cheap, driver side); the
 returned SourceIndex is plain data that travels to Ray actors, where
-`open_reader` turns it into a reader of (images uint8 NHWC, labels int64).
+`open_reader` turns it into a reader of (images uint8 NHWC, labels int64). A reader of
+an object store retries its reads through an outage (retrying.py, storage.retry_s).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from echoray.data.sources.base import Reader, SourceError, SourceIndex
 from echoray.plugins import is_import_path
 
 
-def index_source(cfg: SourceConfig) -> SourceIndex:
+def index_source(cfg: SourceConfig, retry_s: float = 120.0) -> SourceIndex:
+    """`retry_s`: storage.retry_s, how long the readers wait out an object store outage."""
     if is_import_path(cfg.kind):  # a reader of the user's (custom.py)
         from echoray.data.sources.custom import index
     elif cfg.kind == "digits":
@@ -29,6 +31,10 @@ def index_source(cfg: SourceConfig) -> SourceIndex:
         from echoray.data.sources.parquet import index
     idx = index(cfg)
     idx.read_concurrency = cfg.read_concurrency
+    idx.retry_s = retry_s
+    if cfg.path:
+        idx.locations = {"train": f"source.path {cfg.path}",
+                         "eval": f"source.eval_path {cfg.eval_path}" if cfg.eval_path else f"source.path {cfg.path}"}
     if len(idx.train_ids) == 0:
         raise SourceError(f"source.path {cfg.path}: the training split is empty")
     if len(idx.eval_ids) == 0:
@@ -51,7 +57,9 @@ def open_reader(idx: SourceIndex) -> Reader:
         from echoray.data.sources.idx import IdxReader as cls
     else:
         from echoray.data.sources.parquet import ParquetReader as cls
-    return cls(idx)
+    from echoray.data.sources.retrying import retrying
+
+    return retrying(cls(idx), idx)
 
 
 __all__ = ["Reader", "SourceError", "SourceIndex", "index_source", "open_reader"]

@@ -33,6 +33,11 @@ class SourceIndex:
     # each chunk's ids at random per (seed, epoch) (data/plan.py). False (the default):
     # neighbours share a read (a record file, a row group), chunks keep neighbouring ids.
     shuffled_reads: bool = False
+    # Where each split is read from, as the error of an outage names it ("source.path s3://...":
+    # set by index_source), and how long reads wait out an object store that stopped
+    # answering (storage.retry_s; echoray/storage_retry.py).
+    locations: dict[str, str] = field(default_factory=dict)
+    retry_s: float = 120.0
 
 
 class Reader(Protocol):

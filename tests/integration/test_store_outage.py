@@ -1,0 +1,153 @@
+"""The object store goes away mid-run: the tests' S3 server (moto, its own process) is
+frozen with SIGSTOP (connections are still accepted, nothing is answered: what a hung
+store or a network partition looks like) and thawed with SIGCONT.
+
+- shorter than storage.retry_s, during reads (the Parquet source in the bucket) and during
+  a checkpoint write (the checkpoints in the bucket): the run waits, says so, and ends
+  with the counters of an unfailed run;
+- longer than storage.retry_s, the same two places: the run ends with exit 1 and one line
+  naming the URI, its MLflow run FAILED, the checkpoints before the outage whole and
+  nothing half-written in the index; `echoray train --resume` then finishes it with the
+  counters of an unfailed run.
+
+Runs train in the driver's process (scaling.in_process) attached to the tests' local Ray,
+as in test_driver_resume.py; storage.retry_s is 10 s so the long case ends in ~15 s (a
+request to the frozen server times out after storage.REQUEST_TIMEOUT_S). Emulated read
+latency paces the epochs (~1 s each) so the freeze falls mid-run."""
+
+import contextlib
+import json
+import os
+import signal
+import time
+
+import pytest
+import ray  # noqa: F401 - the local_ray fixture's
+from mlflow.tracking import MlflowClient
+from test_driver_resume import Driver, logged, wait_for
+
+from echoray.storage import REQUEST_TIMEOUT_S
+
+RETRY_S = 10
+SHORT_S = RETRY_S - 4  # longer than a request's timeout: requests fail and are retried
+EPOCHS, BATCH = 8, 32
+CKPT_FILES = {"meta.json", "model.pt", "rank_0.json", "rank_0.pt", "consumed_0.npz"}
+assert REQUEST_TIMEOUT_S + 1 < SHORT_S < RETRY_S
+
+
+@contextlib.contextmanager
+def frozen(s3):
+    """The S3 server stopped (its process group: moto_server runs in its own session)."""
+    os.killpg(s3.proc.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.killpg(s3.proc.pid, signal.SIGCONT)
+
+
+def reads_from_store(s3_data):
+    """160 train images (200 rows, 20% held out) read from the bucket; checkpoints in the run folder."""
+    return 160, ["--set", "source.kind=parquet", "--set", f"source.path={s3_data['parquet'][1]}",
+                 "--set", "source.limit=160", "--set", "source.max_rows_ahead=32",
+                 "--set", "source.remote.latency_ms=400"]
+
+
+def checkpoints_to_store(runs):
+    """640 digits from memory; checkpoints in the bucket."""
+    return 640, ["--set", "source.limit=640", "--set", f"train.storage_path={runs}",
+                 "--set", "source.remote.latency_ms=25"]
+
+
+def start(tmp_path, name, source_args):
+    db = f"sqlite:///{tmp_path / f'{name}.db'}"
+    run = tmp_path / name
+    d = Driver(["train", *source_args, "--set", "scaling.in_process=true", "--set", f"tracking.uri={db}",
+                "--set", f"train.batch_size={BATCH}", "--set", f"train.max_epochs={EPOCHS}",
+                "--set", "train.target=null", "--set", "train.checkpoint_min_interval_s=0",
+                "--set", f"storage.retry_s={RETRY_S}", "--out", str(run)], tmp_path)
+    client = MlflowClient(db)
+
+    def alive(ready):
+        assert d.proc.poll() is None, d.output[-3000:]
+        return ready()
+
+    wait_for(lambda: alive((run / "run.json").exists), "run.json", timeout_s=120)
+    run_id = json.loads((run / "run.json").read_text())["mlflow_run_id"]
+    # the first epoch line: reads (paced by the emulated latency) and checkpoints still to come
+    wait_for(lambda: alive(lambda: any(ln.startswith("[echoray] epoch   1 ") for ln in d.lines)),
+             "the first epoch", timeout_s=120)
+    return d, run, client, run_id
+
+
+def assert_unfailed_counts(run, client, run_id, n_train, resumes):
+    s = json.loads((run / "summary.json").read_text())
+    assert s["mlflow_run_id"] == run_id and s["epochs"] == EPOCHS
+    assert [h["epoch"] for h in s["history"]] == list(range(1, EPOCHS + 1))
+    assert s["fresh_examples"] == n_train * EPOCHS
+    assert s["steps"] == EPOCHS * n_train // BATCH and s["trained_examples"] == EPOCHS * n_train
+    assert len(s["faults"].get("driver_resumes", [])) == resumes
+    assert logged(client, run_id) == list(range(1, EPOCHS + 1))
+    assert client.get_run(run_id).info.status == "FINISHED"
+    assert len(client.search_runs([client.get_experiment_by_name("echoray").experiment_id])) == 1
+    return s
+
+
+def console_log(run):
+    return (run / "console.log").read_text()
+
+
+@pytest.mark.parametrize("where", ["reads", "checkpoint write"])
+def test_an_outage_shorter_than_retry_s_is_waited_out(local_ray, s3, s3_data, tmp_path, where):
+    runs = s3.make_bucket(f"echoray-outage-short-{where.split()[0]}") + "/runs"
+    n_train, args = reads_from_store(s3_data) if where == "reads" else checkpoints_to_store(runs)
+    d, run, client, run_id = start(tmp_path, "run", args)
+    with frozen(s3):
+        time.sleep(SHORT_S)
+        assert d.proc.poll() is None
+    assert d.finish() == 0, d.output[-3000:]
+    assert_unfailed_counts(run, client, run_id, n_train, resumes=0)
+    log = console_log(run)
+    uri = f"source.path {s3_data['parquet'][1]}" if where == "reads" else f"train.storage_path {runs}/run/train_in_process"
+    assert f"{uri}" in log and "object store not answering" in log and "answered again after" in log, log[-3000:]
+    if where == "checkpoint write":
+        kept = json.loads(s3.filesystem().open_input_stream(
+            f"{runs.removeprefix('s3://')}/run/train_in_process/checkpoints.json").read())
+        assert [k["epoch"] for k in kept] == [EPOCHS - 1, EPOCHS]  # train.checkpoints_to_keep: 2
+        keys = s3.keys(f"{runs}/run/train_in_process")
+        assert sorted({k.split("/")[0] for k in keys}) == ["checkpoint_000007", "checkpoint_000008", "checkpoints.json"]
+
+
+@pytest.mark.parametrize("where", ["reads", pytest.param("checkpoint write", marks=pytest.mark.xfail(
+    reason="open bug: the epoch whose checkpoint write failed was logged to MLflow by the failed run and "
+           "again by the resumed one (accuracy history [1, 2, 2, 3, ...]); every other assertion passed"))])
+def test_an_outage_longer_than_retry_s_fails_the_run_and_resume_finishes_it(local_ray, s3, s3_data, tmp_path, where):
+    runs = s3.make_bucket(f"echoray-outage-long-{where.split()[0]}") + "/runs"
+    n_train, args = reads_from_store(s3_data) if where == "reads" else checkpoints_to_store(runs)
+    d, run, client, run_id = start(tmp_path, "run", args)
+    with frozen(s3):
+        t = time.monotonic()
+        rc = d.finish(timeout_s=RETRY_S + 6 * REQUEST_TIMEOUT_S + 30)
+        failed_after = time.monotonic() - t
+    assert rc == 1, d.output[-3000:]
+    assert RETRY_S <= failed_after, failed_after
+    uri = f"source.path {s3_data['parquet'][1]}" if where == "reads" else f"train.storage_path {runs}/run/train_in_process"
+    failure = [ln for ln in d.lines if ln.startswith("echoray: run failed")]
+    assert len(failure) == 1 and uri in failure[0] and f"storage.retry_s={RETRY_S}" in failure[0], d.output[-3000:]
+    assert client.get_run(run_id).info.status == "FAILED" and not (run / "summary.json").exists()
+
+    # the checkpoints before the outage are whole; the index names no other
+    time.sleep(1)  # requests the frozen server held are answered once it runs again
+    if where == "reads":
+        index = json.loads((run / "ray" / "train_in_process" / "checkpoints.json").read_text())
+    else:
+        fs, root = s3.filesystem(), f"{runs.removeprefix('s3://')}/run/train_in_process"
+        index = json.loads(fs.open_input_stream(f"{root}/checkpoints.json").read())
+        keys = s3.keys(f"{runs}/run/train_in_process")
+        for k in index:
+            assert {key.split("/", 1)[1] for key in keys if key.startswith(k["name"] + "/")} == CKPT_FILES
+    assert 1 <= index[-1]["epoch"] < EPOCHS
+
+    r = Driver(["train", "--resume", str(run)], tmp_path)
+    assert r.finish() == 0, r.output[-3000:]
+    s = assert_unfailed_counts(run, client, run_id, n_train, resumes=1)
+    assert s["faults"]["driver_resumes"][0]["from_epoch"] == index[-1]["epoch"]
