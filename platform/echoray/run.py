@@ -202,15 +202,19 @@ class _RunEvents:
     MLflow and to hooks.on_epoch (a final epoch is never replayed); echo.factor: auto's
     factor points, worker-group restarts and live progress lines are logged and said. A
     resumed run starts its history with the epochs before its checkpoint and logs those the
-    dead driver had not logged."""
+    dead driver had not logged; an epoch after the checkpoint that the dead driver had logged
+    (its checkpoint write failed, or the driver died before the write) is trained again, and
+    not logged twice: MLflow keeps one point per epoch (the replay makes it equal)."""
 
     def __init__(self, logger: RunLogger, hooks: RunHooks, resume: Resume | None, idx: SourceIndex):
         self.logger, self.hooks = logger, hooks
         self.history: list[dict] = []
         self.factor_points: list[dict] = []
+        self.logged_before: set[int] = set()
         if resume:
             self.history.extend(history_row(ev) for ev in resume.history)
-            backfill(resume, logger.logged_steps("loss" if idx.kind == "text" else "accuracy"), self.log_epoch)
+            self.logged_before = logger.logged_steps("loss" if idx.kind == "text" else "accuracy")
+            backfill(resume, self.logged_before, self.log_epoch)
 
     def log_epoch(self, ev: dict) -> None:
         self.logger.log_metrics({k: ev.get(k) for k in (
@@ -219,7 +223,8 @@ class _RunEvents:
 
     def on_event(self, ev: dict) -> None:
         self.history.append(history_row(ev))
-        self.log_epoch(ev)
+        if ev["epoch"] not in self.logged_before:
+            self.log_epoch(ev)
         if self.hooks.on_epoch:
             self.hooks.on_epoch(ev)
 

@@ -117,9 +117,10 @@ def test_an_outage_shorter_than_retry_s_is_waited_out(local_ray, s3, s3_data, tm
         assert sorted({k.split("/")[0] for k in keys}) == ["checkpoint_000007", "checkpoint_000008", "checkpoints.json"]
 
 
-@pytest.mark.parametrize("where", ["reads", pytest.param("checkpoint write", marks=pytest.mark.xfail(
-    reason="open bug: the epoch whose checkpoint write failed was logged to MLflow by the failed run and "
-           "again by the resumed one (accuracy history [1, 2, 2, 3, ...]); every other assertion passed"))])
+# "checkpoint write": the epoch whose checkpoint write failed was logged to MLflow by the
+# failed run and trained again by the resumed one, which logged it again ([1, 2, 2, 3, ...])
+# until the resumed driver skipped the epochs MLflow already holds (run._RunEvents).
+@pytest.mark.parametrize("where", ["reads", "checkpoint write"])
 def test_an_outage_longer_than_retry_s_fails_the_run_and_resume_finishes_it(local_ray, s3, s3_data, tmp_path, where):
     runs = s3.make_bucket(f"echoray-outage-long-{where.split()[0]}") + "/runs"
     n_train, args = reads_from_store(s3_data) if where == "reads" else checkpoints_to_store(runs)
