@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -16,6 +15,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from fake_cluster import stop_process_group
 
 from helpers import free_port
 from s3_server import without_aws
@@ -60,14 +60,6 @@ def _wait_http(url: str, timeout_s: float, proc: subprocess.Popen) -> None:
     raise TimeoutError(f"{url} did not come up in {timeout_s} s")
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 @pytest.fixture(scope="session")
@@ -89,7 +81,7 @@ def ray_head():
         yield {"gcs": f"127.0.0.1:{gcs}", "dashboard": f"http://127.0.0.1:{dash}", "env": _env(),
                "token": _TOKEN.read_text()}
     finally:
-        _stop(proc)
+        stop_process_group(proc)
         log.close()
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -108,6 +100,6 @@ def mlflow_server():
         _wait_http(f"http://127.0.0.1:{port}/health", 300, proc)  # 51 s seen at load 20
         yield f"http://127.0.0.1:{port}"
     finally:
-        _stop(proc)
+        stop_process_group(proc)
         log.close()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -129,3 +129,12 @@ def _alive(pids: set[int]) -> set[int]:
     return out
 
 
+def stop_process_group(proc: subprocess.Popen) -> None:
+    """SIGTERM the process group of a server started with start_new_session (SIGKILL after 30 s)."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

@@ -24,7 +24,6 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -36,7 +35,7 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
-from fake_cluster import stop_cluster
+from fake_cluster import stop_cluster, stop_process_group
 
 from helpers import REPO, free_port
 from s3_server import without_aws
@@ -173,13 +172,7 @@ def cluster():
                "token": token.read_text(), "dashboard": dash, "home": home, "tmp": tmp}
     finally:
         stop_cluster(head, tmp)
-        if mlflow.poll() is None:
-            os.killpg(mlflow.pid, signal.SIGTERM)
-            try:
-                mlflow.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(mlflow.pid, signal.SIGKILL)
-                mlflow.wait()
+        stop_process_group(mlflow)
         for f in logs.values():
             f.close()
         shutil.rmtree(tmp, ignore_errors=True)
