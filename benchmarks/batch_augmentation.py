@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 import common
-from common import RESULTS, save, train_in_process
+from common import RESULTS, save, settled_load, train_in_process
 
 COPIES = (1, 2, 4, 8)
 GROUPED_COPIES = (2, 4)
@@ -186,7 +186,8 @@ def main() -> None:
     plot(table, png, Path(args.pipeline).stem if args.pipeline else "digits")
     path = save(args.name, {"runs": runs, "accuracy": table, "train_step_throughput": speed,
                                        "cpu_augment_samples_per_s": ops_rate, "gpu_augment_samples_per_s": None,
-                                       "benchmark_wall_s": time.time() - t0, "plot": png.name}, args)
+                                       "benchmark_wall_s": time.time() - t0, "plot": png.name}, args,
+                end_load=settled_load())
     print(f"saved {path} and {png}")
 
 
