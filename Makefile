@@ -20,12 +20,13 @@ run: $(STAMP)
 # e2e tier's `ray start --head` still up during the integration tier, Ray Train's
 # placement-group cleaner in the local Ray failed ("Found multiple active Ray instances"),
 # a stopped run's placement group was never removed and the next runs stalled waiting
-# for CPUs. Every tier runs; the target fails if any tier failed.
+# for CPUs. Every tier runs; the target fails if any tier failed. --durations=25: each
+# tier's log ends with its 25 slowest tests, so every CI log shows where the time goes.
 test: $(STAMP)
 	rc=0; \
-	$(BIN)/python -m pytest -q -m unit tests || rc=1; \
-	$(BIN)/python -m pytest -q -m integration tests || rc=1; \
-	$(BIN)/python -m pytest -q -m e2e tests || rc=1; \
+	$(BIN)/python -m pytest -q --durations=25 -m unit tests || rc=1; \
+	$(BIN)/python -m pytest -q --durations=25 -m integration tests || rc=1; \
+	$(BIN)/python -m pytest -q --durations=25 -m e2e tests || rc=1; \
 	exit $$rc
 
 test-unit: $(STAMP)

@@ -35,7 +35,7 @@ from echoray.data.text.run_files import (
 from echoray.locations import in_ray_job, runs_root
 from echoray.resume import Resume, backfill, find_checkpoint, write_run_state
 from echoray.runtime.collector import RunCollector
-from echoray.runtime.monitor import stop_training, watch_fit
+from echoray.runtime.monitor import StallError, abandon_fits, stop_training, watch_fit
 from echoray.runtime.placement import fit_placement
 from echoray.runtime.progress import EpochClock, LiveProgress, progress_line, progress_metrics
 from echoray.runtime.resources import format_shortfall, plan_resources, shortfall
@@ -53,7 +53,8 @@ from echoray.tracking import RunLogger, check_reachable, tracking_uri
 from echoray.train.in_process import in_process_fit, trains_in_process
 
 # How long an interrupted run waits for its training thread to reach a step boundary
-# (a step, an evaluation or a checkpoint write in progress finishes first).
+# (a step, an evaluation or a checkpoint write in progress finishes first). Not waited
+# for a stalled Ray Train fit that has no controller to abort (_end_collector).
 FIT_JOIN_S = 60.0
 
 
@@ -170,6 +171,7 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
         logger.log_file(tok)
     status = "FAILED"
     collector = None
+    stalled = False
     try:
         collector = RunCollector.remote(
             # epochs are final once a checkpoint covers them (a restart or resume replays the rest)
@@ -192,8 +194,11 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
         status = "KILLED"
         say(f"interrupted; continue with: echoray train --resume {run_dir}")
         raise
+    except StallError:
+        stalled = True
+        raise
     finally:
-        _end_collector(collector, status, in_process)
+        _end_collector(collector, status, in_process, stalled)
         logger.end(status)
 
 
@@ -318,14 +323,23 @@ def _say_start(cfg: PipelineConfig, idx: SourceIndex, run_dir: Path, run_id: str
         + (" (in this process: scaling.in_process)" if here else ""))
 
 
-def _end_collector(collector, status: str, in_process: bool) -> None:
+def _end_collector(collector, status: str, in_process: bool, stalled: bool) -> None:
+    """Stop what still trains of a run that did not finish, then let its collector go.
+    A loop in this process stops at its next step (runtime/stop.py) and a Ray Train fit
+    when its aborted controller returns: both are waited for (FIT_JOIN_S) before the
+    collector goes and before Ray is shut down. A stalled Ray Train fit with no controller
+    to abort is abandoned instead: its worker group has waited train.stall_timeout_s for
+    resources already, nothing reaches it, and it returns only once placed (then at once:
+    the collector is aborted). Waiting FIT_JOIN_S, and the CLI's 10 s after it, were 70 s
+    of nothing after every such stall (the e2e stall test took 104 s)."""
     if collector is None:
         return
     if status != "FINISHED":
-        stop_training(collector, f"the driver stopped: {status}")
-        # a loop in this process stops at its next step (runtime/stop.py): wait for it
-        # before its collector goes and before Ray is shut down
-        join_fit(FIT_JOIN_S)
+        aborted = stop_training(collector, f"the driver stopped: {status}")
+        if stalled and not in_process and not aborted:
+            abandon_fits()
+        else:
+            join_fit(FIT_JOIN_S)
     if in_process:
         # The process lives on (a reused trial actor) and still held handles to the
         # collector: one idle collector process per trial stayed alive, measured. A

@@ -93,10 +93,12 @@ def test_stalled_pipeline_fails_naming_the_missing_resource(ray_head, tmp_path, 
     db = sqlite_uri
     res = subprocess.run(
         # 3 workers x 1 CPU + a 0.5-CPU actor on a 2-CPU head with no autoscaler: nothing
-        # will ever fit, so any timeout ends it. (A missing custom resource is no stall
-        # there: it falls back, see runtime/placement.py.)
+        # will ever fit, so any timeout ends it (5 s). (A missing custom resource is no
+        # stall there: it falls back, see runtime/placement.py.) The stalled fit has no
+        # controller to abort (its worker group never started): the driver abandons it
+        # and exits without waiting run.FIT_JOIN_S for it (run._end_collector).
         [str(BIN / "echoray"), "train", "--set", "scaling.num_workers=3",
-         "--set", "train.stall_timeout_s=10", "--set", f"tracking.uri={db}", "--out", str(tmp_path / "r")],
+         "--set", "train.stall_timeout_s=5", "--set", f"tracking.uri={db}", "--out", str(tmp_path / "r")],
         env={**ray_head["env"], "RAY_ADDRESS": ray_head["gcs"]}, capture_output=True, text=True, timeout=400)
     assert res.returncode == 1, res.stderr[-3000:]
     assert "no training progress for" in res.stderr

@@ -25,6 +25,9 @@ FIT_THREAD = "echoray-fit"
 # is_alive() said False, the CLI shut Ray down and the interpreter finalised under a
 # training thread mid-step: SIGABRT from torch's backward or numpy, or exit 1.
 _fit_ends: list[threading.Event] = []
+# The ends of fits the driver gave up on with nothing able to stop them (abandon_fits):
+# still counted as running, so Ray is not shut down under them, but never waited for.
+_abandoned: list[threading.Event] = []
 
 
 class StallError(RuntimeError):
@@ -54,33 +57,47 @@ def stall_message(plan: ResourcePlan, waited_s: float) -> str:
     return " ".join(lines)
 
 
-def stop_training(collector, reason: str) -> None:
+def stop_training(collector, reason: str) -> bool:
     """The driver stops waiting (error, interrupt): abort Ray Train's controller, which
     stops its workers and data pipeline, so nothing trains on behind it (a driver that
-    exits takes them along anyway; one that lives on, as in tests or Tune, would not)."""
+    exits takes them along anyway; one that lives on, as in tests or Tune, would not).
+    True when a controller was found and told to abort; False when none has registered
+    (a fit in this process has none; a Ray Train fit's registers when its worker group
+    starts, so a run stalled waiting for the group's resources has none to abort)."""
     collector.abort.remote(reason)  # and a worker group started meanwhile returns at once
     try:
         controller = ray.get(collector.get_controller.remote(), timeout=10)
         if controller is None:
-            return
+            return False
         # Not killed: a controller killed while it aborts leaves its placement group behind
         # (2 CPUs held for good on a shared Ray; the next runs stalled, seen in the test
         # suite). A stalled run's controller is not known here (it registers when its
-        # worker group starts): the CLI leaves without waiting for it (cli.py entry).
+        # worker group starts): the driver abandons that fit (abandon_fits, run.py).
         # `abort` is the controller's own method, what Ray Train's driver calls on Ctrl-C
         # (ray-project/ray#53600); no public API stops a fit from another thread.
         controller.abort.remote()
+        return True
     except Exception:  # noqa: BLE001 - best effort while failing
-        pass
+        return False
+
+
+def abandon_fits() -> None:
+    """Give up on the fits still running: nothing the driver can send stops them. They
+    still count as running (fit_thread_running: Ray is not shut down under them, and the
+    CLI leaves with os._exit), but no wait is spent on them."""
+    _abandoned.extend(end for end in _fit_ends if not end.is_set() and end not in _abandoned)
 
 
 def fit_thread_running(wait_s: float = 0.0) -> bool:
     """Whether a fit thread is still running after waiting up to `wait_s` for it to end
-    (waits on its end event, which a signal cannot corrupt; see _fit_ends)."""
+    (waits on its end event, which a signal cannot corrupt; see _fit_ends). An abandoned
+    fit (abandon_fits) counts as running and is not waited for."""
     deadline = time.monotonic() + wait_s
     for end in list(_fit_ends):
-        end.wait(max(0.0, deadline - time.monotonic()))
+        if end not in _abandoned:
+            end.wait(max(0.0, deadline - time.monotonic()))
     _fit_ends[:] = [end for end in _fit_ends if not end.is_set()]
+    _abandoned[:] = [end for end in _abandoned if not end.is_set()]
     return bool(_fit_ends)
 
 
