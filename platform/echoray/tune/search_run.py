@@ -240,7 +240,7 @@ def _fit(d: Path, points: SearchPoints, base: dict, pipeline: str, parent_run_id
             tune_config=tune.TuneConfig(search_alg=QuasiRandomSearcher(points), num_samples=len(points),
                                         max_concurrent_trials=concurrency, reuse_actors=True),
             run_config=tune.RunConfig(name="tune", storage_path=path, storage_filesystem=fs, verbose=0,
-                                      callbacks=[TrialLines()]),
+                                      callbacks=[TrialLines(len(points))]),
         )
     return tuner.fit()
 

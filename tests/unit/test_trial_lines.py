@@ -1,0 +1,40 @@
+"""The driver's trial lines (tune/progress.py): a trial's end is counted against the
+search's size, whatever number of trials Tune has made so far."""
+
+import pickle
+from types import SimpleNamespace
+
+from echoray.tune.progress import TrialLines
+
+
+def trial(index, status="RUNNING", result=None):
+    return SimpleNamespace(config={"repeat": 0, "index": index, "params": {"optimizer.lr": 0.05}},
+                           status=status, last_result=result, path=f"/exp/t{index}")
+
+
+REACHED = {"target_reached": True, "fresh_examples_to_target": 2816}
+MISSED = {"target_reached": False, "metric_name": "accuracy", "best_metric": 0.4375}
+
+
+def test_the_first_trial_to_end_of_two_is_one_of_two_while_tune_holds_only_it(capsys):
+    # search.max_concurrent 1: Tune asks for the second point only after the first ended
+    first = trial(0, result=REACHED)
+    TrialLines(total=2).on_trial_complete(1, [first], first)
+    assert capsys.readouterr().out == ("[echoray] trial r0-t0 reached the target after 2816 fresh "
+                                       "examples  [1/2 ended]\n")
+
+
+def test_ended_and_failed_trials_count_and_a_missed_target_shows_the_best_metric(capsys):
+    done, failed, last = trial(0, "TERMINATED", REACHED), trial(1, "ERROR"), trial(2, result=MISSED)
+    TrialLines(total=4).on_trial_complete(7, [done, failed, last, trial(3)], last)
+    assert capsys.readouterr().out == ("[echoray] trial r0-t2 did not reach the target (best accuracy "
+                                       "0.4375)  [3/4 ended]\n")
+
+
+def test_a_callback_pickled_without_the_total_counts_the_trials_tune_holds(capsys):
+    old = TrialLines()
+    del old.total  # as a search started before `total` existed unpickles it
+    old = pickle.loads(pickle.dumps(old))
+    first = trial(0, result=REACHED)
+    old.on_trial_complete(1, [first, trial(1)], first)
+    assert capsys.readouterr().out.endswith("  [1/2 ended]\n")
