@@ -457,8 +457,7 @@ def run_worker(config: dict, started=None) -> None:
     import ray.train.torch
 
     from echoray.train import checkpoint
-    from echoray.train.faults import Checkpointer, restore_loop
-    from echoray.train.lm_eval import make_evaluator
+    from echoray.train.assembly import WorkerSite, build_loop, restore_and_keep
     from echoray.train.worker_link import CollectorLink
 
     checkpoint.quiet_report_log()
@@ -469,17 +468,11 @@ def run_worker(config: dict, started=None) -> None:
             started.close()
         return  # a worker group restarted after the driver gave up: end the fit at once
     ctx = ray.train.get_context()
-    rank, world = ctx.get_world_rank(), ctx.get_world_size()
-    evaluator = make_evaluator(cfg, idx, rank, world)
-    env = WorkerEnv(rank, world, ray.train.torch.get_device(), link, Collectives.torch_distributed(),
-                    ray.train.torch.prepare_model, evaluator)
-    loop = WorkerLoop(cfg, env, n_train=len(idx.train_ids), channels=idx.channels, num_classes=idx.num_classes,
-                      image_size=idx.image_size)
+    site = WorkerSite(ctx.get_world_rank(), ctx.get_world_size(), ray.train.torch.get_device(), link,
+                      Collectives.torch_distributed(), ray.train.torch.prepare_model)
+    loop = build_loop(cfg, idx, site)
     loop.setup()
-    restored = restore_loop(ray.train.get_checkpoint(), link, rank, world, loop.model, loop.opt)
-    loop.restore(restored)
-    env.checkpointer = Checkpointer(cfg, idx, config["collector"], rank, world, loop.consumed,
-                                    restored.meta.first_open_pass if restored else 0)
+    restore_and_keep(loop, cfg, idx, ray.train.get_checkpoint(), config["collector"])
     source = None
     if loop.reads:
         source = started or batch_stream(ray.train.get_dataset_shard("train"), cfg, loop.group)
