@@ -50,7 +50,7 @@ from echoray.train.early_stream import batch_stream, shuffle_buffer_rows  # noqa
 from echoray.train.evaluate import Normalizer
 from echoray.train.faults import RunAborted
 from echoray.train.ghost_bn import use_ghost_batch_norm
-from echoray.train.groups import rank_layout, steps_per_shard_epoch
+from echoray.train.groups import rank_layout
 from echoray.train.loop_state import LoopState
 from echoray.train.models import build_model
 from echoray.train.optim import build_optimizer, lr_multiplier, set_lr
@@ -66,7 +66,7 @@ def steps_per_data_epoch(cfg: PipelineConfig, num_train: int, world: int) -> int
     step together)."""
     ba = cfg.batch_augmentation
     readers = rank_layout(0, world, ba.copies, ba.mode).readers
-    return steps_per_shard_epoch(cfg.echo.stage, cfg.echo.factor, cfg.train.batch_size, num_train, readers)
+    return EchoPlan.from_config(cfg).steps_per_shard_epoch(cfg.train.batch_size, num_train, readers)
 
 
 def eval_due_at_step(steps: int, spe: int, per_epoch: int) -> bool:
@@ -82,7 +82,7 @@ def check_evals_per_epoch(cfg: PipelineConfig, n_train: int, world: int) -> None
     k = cfg.train.evals_per_epoch
     ba = cfg.batch_augmentation
     readers = rank_layout(0, world, ba.copies, ba.mode).readers
-    spe = steps_per_shard_epoch(cfg.echo.stage, 1.0, cfg.train.batch_size, n_train, readers)
+    spe = EchoPlan.from_config(cfg).steps_per_shard_epoch(cfg.train.batch_size, n_train, readers, factor=1.0)
     if k > spe:
         raise ValueError(
             f"train.evals_per_epoch={k} is more than the {spe} optimizer step(s) of one epoch "
