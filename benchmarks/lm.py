@@ -138,7 +138,7 @@ def main() -> None:
         start_ray()
     run = parts()
     for name in a.part:
-        # each part's results record the load at its own start, once the previous part's
+        # each part's file records the load at its own start, once the previous part's
         # runs have wound down (common.settled_load), not the process's start
         common.START_LOAD = common.settled_load()
         load0, t0 = common.START_LOAD, time.time()
