@@ -4,7 +4,7 @@ of the learning-rate schedule (issue 14, the 3.5x goal).
 On an input-bound run the time to target is about the fresh examples it needs over the
 source's rate, so the speed-up over e = 1 is about the ratio of fresh examples to target.
 `factor: auto` steps its cosine schedule in optimizer steps per epoch at e = 1 (its
-epochs end by fresh examples: train/groups.py steps_per_shard_epoch), so at e ~ 5 it anneals
+epochs end by fresh examples: echo_plan.EchoPlan.schedule_factor), so at e ~ 5 it anneals
 about 5x sooner per fresh example than a fixed factor, whose epoch has e times the steps.
 This script separates the two: fixed e = 1 and e = 4 with `train.max_epochs` (the
 schedule's horizon and the read budget) 20 as in benchmarks/echo.py and a short horizon

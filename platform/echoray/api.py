@@ -70,7 +70,7 @@ def train(pipeline: str | Path | None = None, overrides: Overrides = None, out: 
         cfg, run = load_config(pipeline, overrides), None
 
     def go() -> dict[str, Any]:
-        from echoray.run import print_summary
+        from echoray.messages import print_summary
         from echoray.run import train as run_train
 
         summary = run_train(cfg, str(pipeline or "embedded:digits"), str(out) if out else None, t0, resume=run)

@@ -24,10 +24,9 @@ import ray
 
 from echoray import bench_probe
 from echoray.config import PipelineConfig
-from echoray.config_load import ConfigError
 from echoray.data.sources import SourceIndex, index_source
 from echoray.data.sources.file_table import publish_index
-from echoray.runtime.resources import format_shortfall, shortfall
+from echoray.preflight import require_fits
 from echoray.runtime.session import start_ray
 
 PLAN_EXAMPLES = 200_000
@@ -48,10 +47,7 @@ def bench_input(cfg: PipelineConfig, seconds: float | None, idx: SourceIndex | N
     a = cfg.preprocess.actors
     if local:
         demand = {"CPU": a.num_cpus * a.min_size, **{k: v * a.min_size for k, v in a.resources.items()}}
-        missing = shortfall(demand, ray.cluster_resources())
-        if missing:
-            raise ConfigError(f"the actor pool needs more than this machine has ({format_shortfall(missing)}); "
-                              "lower preprocess.actors.*")
+        require_fits(demand, "the actor pool", "; lower preprocess.actors.*")
     idx = publish_index(idx)
     from ray.data import DataContext
 

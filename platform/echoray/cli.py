@@ -151,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
 def _dispatch(args: argparse.Namespace, cfg, resume, t0: float) -> int:
     pipeline = args.pipeline if args.command != "report" else None
     if args.command == "train":
-        from echoray.run import print_summary, train
+        from echoray.messages import print_summary
+        from echoray.run import train
 
         summary = train(cfg, pipeline or "embedded:digits", args.out, t0, resume=resume)
         print_summary(summary)

@@ -10,6 +10,7 @@ and train/ can all use it without importing each other.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 EXAMPLE_STAGES = ("before_augment", "after_augment")
@@ -56,6 +57,32 @@ class EchoPlan:
     # This run reads a shared stream: the actor never echoes, the worker echoes at
     # consumption with the trial's own factor (at_consumption for every example stage).
     shared_stream: bool = False
+
+    @property
+    def schedule_factor(self) -> float:
+        """The echo factor a data epoch's optimizer steps are counted at (the learning-rate
+        schedule's epochs, the evaluation points, the checkpoints): the configured factor, and
+        1 under `auto`, whose factor is not known ahead (and without echo). So a fixed factor e stretches the
+        schedule (warm-up and decay in epochs of fresh data) over e times the steps of e = 1,
+        and `auto` does not: at the same R an auto run anneals sooner than a fixed factor
+        that echoes as much (docs/benchmarks/fashion-mnist.md, Figure 4)."""
+        if self.factor == "auto" or not (self.examples or self.on_batches):
+            return 1.0
+        return float(self.factor)
+
+    def steps_per_shard_epoch(self, batch_size: int, num_train: int, readers: int,
+                              factor: float | None = None) -> int:
+        """Optimizer steps a reader takes through its shard in one data epoch (an epoch of
+        fresh data) at `factor` (default schedule_factor); every rank takes as many.
+        readers: workers that read disjoint shards (W in `local` mode, W/M groups in
+        `grouped` mode: a group's members step together through one shard). Example echo
+        makes e x num_train rows per epoch; batch echo repeats each of the fresh batches."""
+        factor = self.schedule_factor if factor is None else factor
+        per_step = readers * batch_size
+        if self.examples:
+            return max(1, math.floor(num_train * factor / per_step))
+        fresh_steps = max(1, num_train // per_step)
+        return max(1, round(fresh_steps * (factor if self.on_batches else 1.0)))
 
     @property
     def in_actor(self) -> bool:

@@ -2,15 +2,12 @@
 
 Order matters for the error contract: everything that can be wrong with the
 input (config, dataset paths, resource plan) is checked before a run folder,
-an MLflow run or a Ray job exists.
+an MLflow run or a Ray job exists (echoray/preflight.py). What the run prints is
+echoray/messages.py.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import shutil
-import socket
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -32,22 +29,15 @@ from echoray.data.text.run_files import (
     save_tokenizer,
     text_summary,
 )
-from echoray.locations import in_ray_job, runs_root
+from echoray.messages import epoch_line, quiet_console, say, say_console_log, say_start
+from echoray.preflight import fit_cluster, new_run_dir, storage_checked
 from echoray.resume import Resume, backfill, find_checkpoint, write_run_state
 from echoray.runtime.collector import RunCollector
 from echoray.runtime.monitor import StallError, abandon_fits, stop_training, watch_fit
-from echoray.runtime.placement import fit_placement
 from echoray.runtime.progress import EpochClock, LiveProgress, progress_line, progress_metrics
-from echoray.runtime.resources import format_shortfall, plan_resources, shortfall
 from echoray.runtime.session import start_ray
 from echoray.runtime.stop import join_fit
-from echoray.storage import (
-    StorageError,
-    checkpoint_location,
-    is_uri,
-    open_location,
-    require_shared_storage,
-)
+from echoray.storage import checkpoint_location, is_uri, open_location
 from echoray.summary import build_summary, fault_summary, write_json_atomic
 from echoray.tracking import RunLogger, check_reachable, tracking_uri
 from echoray.train.in_process import in_process_fit, trains_in_process
@@ -68,38 +58,6 @@ class RunHooks:
     on_epoch: Callable[[dict], None] | None = None  # after each epoch's event is logged
     in_process: bool = False  # train in this process if it can (train/in_process.py): a warm trial
     shared_stream: Any = None  # a search trial's tune/share_consumer.SharedStream: read it instead of its own stream
-
-
-def say(msg: str) -> None:
-    print(f"[echoray] {msg}", flush=True)
-
-
-def new_run_dir(cfg: PipelineConfig, out: str | None) -> Path:
-    if out:
-        d = Path(out)
-        if (d / "summary.json").exists():
-            raise ConfigError(f"--out {d}: already holds a finished run (summary.json); choose another folder")
-    else:
-        stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
-        d = runs_root() / f"{cfg.name}-{stamp}"
-    return d
-
-
-def resolve_gpu(cfg: PipelineConfig) -> bool:
-    if cfg.scaling.use_gpu == "auto":
-        return ray.cluster_resources().get("GPU", 0) >= 1
-    return bool(cfg.scaling.use_gpu)
-
-
-def epoch_line(ev: dict[str, Any]) -> str:
-    tta = f" (tta {ev['accuracy_tta']:.4f})" if ev.get("accuracy_tta") is not None else ""
-    score = (f"acc {ev['accuracy']:.4f}{tta}" if ev.get("bits_per_byte") is None  # a language model's:
-             else f"bpb {ev['bits_per_byte']:.4f}  ppl {ev['perplexity']:.2f}")
-    return (
-        f"epoch {ev['epoch']:>3}  step {ev['step']:>6}  loss {ev['loss']:.4f}  "
-        f"{score}  fresh {ev['fresh_examples']:>8}  trained {ev['trained_examples']:>8}  "
-        f"lr {ev['lr']:.4f}  {ev['elapsed_s']:.1f}s"
-    )
 
 
 def epoch_clock(cfg: PipelineConfig, n_train: int) -> EpochClock:
@@ -138,9 +96,9 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
     check_reachable(uri)
     run_dir = resume.run_dir if resume else new_run_dir(cfg, out)
     storage = resume.storage if resume else checkpoint_location(cfg.train.storage_path, run_dir)
-    quiet = _quiet_console()
+    quiet = quiet_console()
     if is_uri(storage) and not resume:  # a missing bucket, bad credentials: before anything starts
-        _storage_checked(open_location, storage, "train.storage_path")
+        storage_checked(open_location, storage, "train.storage_path")
 
     # Overlap the slow parts of start-up with Ray's own start: MLflow's first open of
     # a sqlite store migrates its schema, and torch + Ray Train take seconds to import.
@@ -149,7 +107,7 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
     warmup.start()
     local = start_ray()
     idx = publish_index(idx)  # file lists once in the object store, not pickled per actor/worker
-    cfg, use_gpu, plan = _fit_cluster(cfg, storage, local, len(idx.train_ids))
+    cfg, use_gpu, plan = fit_cluster(cfg, storage, local, len(idx.train_ids))
     in_process = choose_in_process(cfg, use_gpu, local, hooks, resume)
     warmup.join()
     if "error" in box:
@@ -164,9 +122,9 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
     write_run_state(run_dir, mlflow_run_id=run_id, tracking_uri=uri, pipeline=pipeline, started_at=t0,
                     storage=storage, resumes=resume.resumes if resume else None,
                     trainer="in_process" if in_process else "ray_train")
-    _say_start(cfg, idx, run_dir, run_id, use_gpu, in_process and not hooks.in_process)
+    say_start(cfg, idx, run_dir, run_id, use_gpu, in_process and not hooks.in_process)
     if quiet:
-        _say_console_log(run_dir)
+        say_console_log(run_dir)
     if (tok := save_tokenizer(idx, run_dir)) is not None and not resume:
         logger.log_file(tok)
     status = "FAILED"
@@ -292,37 +250,6 @@ def _in_process_fit(cfg: PipelineConfig, idx: SourceIndex, collector, storage: s
     return in_process_fit(cfg, idx, collector, store, resume.checkpoint if resume else None, shared)
 
 
-def _quiet_console() -> bool:
-    """Under `echoray train` without --verbose: the libraries' output to a log file
-    (echoray/console.py), RUN_DIR/console.log once the run folder exists."""
-    from echoray import console
-
-    return console.divert()
-
-
-def _say_console_log(run_dir: Path) -> None:
-    """Name the run's log file once it is in the run folder, with echoray's words for the
-    library warnings the user can act on."""
-    from echoray import console
-
-    log_file = console.settle(run_dir)
-    if log_file is not None:
-        say(f"Ray's and MLflow's messages: {log_file} (--verbose prints them here)")
-        for line in console.advice():
-            say(line)
-
-
-def _say_start(cfg: PipelineConfig, idx: SourceIndex, run_dir: Path, run_id: str, use_gpu: bool,
-               here: bool) -> None:
-    r = cfg.source.remote
-    if r.latency_ms or r.bandwidth_mb_s:
-        say(f"source: EMULATED remote store ({r.latency_ms:g} ms per request, "
-            f"{r.bandwidth_mb_s or 'unlimited'} MB/s): reads sleep, no network is used")
-    say(f"run {run_dir}  |  MLflow run {run_id}  |  {len(idx.train_ids)} train / {len(idx.eval_ids)} "
-        f"held-out examples  |  {cfg.scaling.num_workers} worker(s) on {'GPU' if use_gpu else 'CPU'}"
-        + (" (in this process: scaling.in_process)" if here else ""))
-
-
 def _end_collector(collector, status: str, in_process: bool, stalled: bool) -> None:
     """Stop what still trains of a run that did not finish, then let its collector go.
     A loop in this process stops at its next step (runtime/stop.py) and a Ray Train fit
@@ -390,49 +317,6 @@ def _write_summary(cfg, logger, run_dir, pipeline, run_id, uri, t0, final, colle
     return summary
 
 
-def _fit_cluster(cfg: PipelineConfig, storage: str, local: bool, n_train: int):
-    """(cfg, use_gpu, plan) for the connected cluster; what it cannot run is bad input
-    (ConfigError / StorageError), found before a run folder or MLflow run exists."""
-    _check_eval_points(cfg, n_train)
-    cfg, placement_notes = fit_placement(cfg)  # node-type requests this cluster can never meet
-    for note in placement_notes:
-        say(note)
-    _storage_checked(require_shared_storage, storage, cfg.train.checkpoint_every, cfg.train.storage_shared)
-    use_gpu = resolve_gpu(cfg)
-    if cfg.train.precision == "fp16" and not use_gpu:
-        raise ConfigError("train.precision: fp16 needs a GPU and this run has none "
-                          "(scaling.use_gpu: auto found no GPU); use bf16 or fp32")
-    plan = plan_resources(cfg, use_gpu)
-    if local:
-        missing = shortfall(plan.demand(), ray.cluster_resources())
-        if missing:
-            raise ConfigError(
-                f"the pipeline needs more than this machine has ({format_shortfall(missing)}). "
-                f"Plan: {plan.describe()}. Lower scaling.num_workers, scaling.cpus_per_worker "
-                "or preprocess.actors.*"
-            )
-    return cfg, use_gpu, plan
-
-
-def _check_eval_points(cfg: PipelineConfig, n_train: int) -> None:
-    """train.evals_per_epoch that an epoch of this source has too few steps for: bad input.
-    (Imports torch, which the warm-up thread is importing meanwhile: costs no extra wait.)"""
-    from echoray.train.loop import check_evals_per_epoch
-
-    try:
-        check_evals_per_epoch(cfg, n_train, cfg.scaling.num_workers)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-
-
-def _storage_checked(check: Callable, *args) -> Any:
-    """A storage problem found before the run starts is bad input (exit 2)."""
-    try:
-        return check(*args)
-    except StorageError as exc:
-        raise ConfigError(str(exc)) from None
-
-
 def _warm_up(uri: str, experiment: str, box: dict) -> None:
     try:
         from echoray.train.trainer import build_trainer
@@ -443,80 +327,3 @@ def _warm_up(uri: str, experiment: str, box: dict) -> None:
         box["error"] = exc
 
 
-def print_summary(s: dict[str, Any]) -> None:
-    hit = "reached" if s["target_reached"] else "NOT reached"
-    m = s["metric"]
-    sign = "<=" if m.get("direction") == "lower is better" else ">="  # echoray/metrics.py
-    goal = f"target {m['name']} {sign} {m['target']}: {hit}" if m["target"] is not None else f"no target set ({m['name']})"
-    lines = [
-        f"{goal} (final {m['value']:.4f}, best {s['best_metric']:.4f}; {s['stop_reason']})",
-        f"fresh examples {s['fresh_examples']}, trained {s['trained_examples']} "
-        f"(measured echo factor {s['echo']['measured_factor']:.3f}), steps {s['steps']}, epochs {s['epochs']}",
-    ]
-    if s["target_reached"]:
-        lines.append(
-            f"to target: {s['fresh_examples_to_target']} fresh examples, {s['steps_to_target']} steps, "
-            f"{s['time_to_target_s']:.1f} s"
-        )
-    if (t := s.get("text")) is not None:
-        rate = f", {t['trained_tokens'] / s['train_loop_s']:,.0f} trained tokens/s" if s.get("train_loop_s") else ""
-        lines.append(f"text: {t['fresh_tokens']:,} fresh tokens of {t['train']['sequences'] * t['seq_len']:,} per "
-                     f"epoch ({t['tokenizer']} tokenizer, vocab {t['vocab_size']}, seq_len {t['seq_len']}){rate}")
-    ft = s["time_to_first_step_s"]
-    lines.append(f"wall {s['wall_s']:.1f} s" + (f", first step at {ft:.1f} s" if ft else ""))
-    if s["measured_R"]:
-        lines.append(f"throughput: upstream {s['upstream_examples_per_s']:.0f} ex/s, downstream "
-                     f"{s['downstream_examples_per_s']:.0f} ex/s, measured R {s['measured_R']:.2f}"
-                     + (f", echo factor now {s['echo']['final_factor']:.2f}" if s["echo"]["factor"] == "auto" else ""))
-    lines.extend(where_lines(s, in_ray_job(), socket.gethostname(), mlflow_command()))
-    for line in lines:
-        say(line)
-    sys.stdout.flush()
-
-
-# MLflow 3.17's UI shows an experiment in its GenAI or Model training view by a global
-# switch the browser remembers (default GenAI), not by the experiment's
-# mlflow.experimentKind tag; this parameter of the address selects Model training.
-MODEL_TRAINING_VIEW = "?workflowType=machine_learning"
-
-
-def run_url(s: dict[str, Any], server: str | None = None) -> str:
-    """The run's page in the MLflow UI (server: where the UI is, else the tracking server)."""
-    base = (server or s["mlflow_tracking_uri"]).rstrip("/")
-    return f"{base}/#/experiments/{s['mlflow_experiment_id']}/runs/{s['mlflow_run_id']}{MODEL_TRAINING_VIEW}"
-
-
-def mlflow_command() -> str:
-    """`mlflow` if the shell finds it, else the one next to this Python (`make run` does not
-    activate .venv, so the printed command must work without it)."""
-    if shutil.which("mlflow"):
-        return "mlflow"
-    return str(Path(sys.executable).parent / "mlflow")
-
-
-def where_lines(s: dict[str, Any], in_job: bool, host: str, mlflow_cmd: str = "mlflow") -> list[str]:
-    """Where the run's files and its MLflow run are, and how to open the UI from there."""
-    summary = Path(s["run_dir"]) / "summary.json"
-    uri = s["mlflow_tracking_uri"]
-    if not in_job:
-        lines = [f"summary: {summary}"]
-        if uri.startswith("sqlite:"):
-            lines.append(f"MLflow UI: {mlflow_cmd} ui --backend-store-uri {uri}   (then open "
-                         f"{run_url(s, 'http://127.0.0.1:5000')})")
-        elif uri.startswith(("http://", "https://")):
-            lines.append(f"MLflow UI: {run_url(s)}")
-        else:
-            lines.append(f"MLflow: {uri}  (run {s['mlflow_run_id']})")
-        return lines
-    lines = [f"run folder: {summary.parent} on {host} (the node of the job's driver)",
-             f"its files (config.yaml, summary.json, audit.parquet if on) are the MLflow run's artifacts: "
-             f"{s.get('mlflow_artifact_uri') or 'see the run'}"]
-    if uri.startswith(("http://", "https://")):
-        lines.append(f"MLflow UI: {run_url(s)}  (from outside the cluster: forward that port with ssh -L, "
-                     "docs/how-to/cluster.md, \"MLflow UI\")")
-    elif uri.startswith("sqlite:"):
-        lines.append(f"MLflow store {uri} on {host}; the UI, there: {mlflow_cmd} ui --backend-store-uri {uri} "
-                     "(a cluster's head exports MLFLOW_TRACKING_URI of its tracking server instead)")
-    else:
-        lines.append(f"MLflow: {uri}  (run {s['mlflow_run_id']})")
-    return lines

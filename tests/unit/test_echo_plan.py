@@ -145,3 +145,20 @@ def test_data_never_imports_train():
                 imported.update((f.name, a.name) for a in node.names)
     assert not [(f, m) for f, m in imported if m == "echoray.train" or m.startswith("echoray.train.")]
     assert ("pipeline.py", "echoray.echo_plan") in imported  # the walk sees data/'s imports
+
+
+@pytest.mark.parametrize(("stage", "factor", "schedule_factor", "steps"), [
+    # 1,000 examples, batch 32, 2 readers: 15 fresh steps per epoch at e = 1
+    ("none", 1.0, 1.0, 15),
+    ("before_augment", 2.0, 2.0, 31),  # floor(1000 * 2 / 64): the epoch's 2,000 rows
+    ("after_augment", 1.5, 1.5, 23),   # floor(1500 / 64)
+    ("batch", 1.7, 1.7, 26),           # round(15 * 1.7): each fresh batch repeated
+    ("before_augment", "auto", 1.0, 15),  # auto: counted at e = 1 (not known ahead)
+    ("batch", "auto", 1.0, 15),
+])
+def test_steps_per_epoch_are_counted_at_the_schedule_factor(stage, factor, schedule_factor, steps):
+    plan = EchoPlan.from_config(PipelineConfig.model_validate(
+        {"echo": {"stage": stage, "factor": factor}, "preprocess": {"augment": {"on": "worker"}}}))
+    assert plan.schedule_factor == schedule_factor
+    assert plan.steps_per_shard_epoch(32, 1000, 2) == steps
+    assert plan.steps_per_shard_epoch(32, 1000, 2, factor=1.0) == 15  # the fewest an epoch can take

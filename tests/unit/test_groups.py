@@ -7,8 +7,9 @@ import pytest
 
 from echoray.config import PipelineConfig
 from echoray.data.echo import batch_repeats
+from echoray.echo_plan import EchoPlan
 from echoray.train.batch_augment import step_counts, view_indices, view_keys
-from echoray.train.groups import rank_layout, shard_map, steps_per_shard_epoch
+from echoray.train.groups import rank_layout, shard_map
 from echoray.train.worker_link import BatchEchoDraws
 
 LAYOUTS = [(4, 2, "grouped"), (4, 4, "grouped"), (8, 4, "grouped"), (4, 2, "local"), (1, 4, "local")]
@@ -39,7 +40,8 @@ def test_shard_map_groups_and_leaders(world, copies, mode):
 def test_each_group_makes_m_views_of_each_sample_and_no_worker_holds_two(world, copies, mode):
     n_train, b, seed = 96, 8, 3
     layouts = [rank_layout(r, world, copies, mode) for r in range(world)]
-    spe = {steps_per_shard_epoch("none", 1.0, b, n_train, lay.readers) for lay in layouts}
+    plan = EchoPlan.from_config(PipelineConfig())
+    spe = {plan.steps_per_shard_epoch(b, n_train, lay.readers) for lay in layouts}
     assert len(spe) == 1  # every rank takes the same number of steps: DDP stays in lockstep
     (steps,) = spe
     assert steps == n_train // (layouts[0].readers * b)
@@ -77,7 +79,7 @@ def test_batch_echo_repeats_match_on_every_rank(world, copies, mode):
     assert per_rank[0] == [batch_repeats(cfg.seed, i, 1.7) for i in range(2000)]
     assert abs(np.mean(per_rank[0]) - 1.7) < 0.04  # 2000 draws of {1, 2}, p = 0.7: sd of the mean 0.010
     readers = rank_layout(0, world, copies, mode).readers
-    spe = steps_per_shard_epoch("batch", 1.7, 8, 96, readers)
+    spe = EchoPlan.from_config(cfg).steps_per_shard_epoch(8, 96, readers)
     assert spe == round(96 // (readers * 8) * 1.7)
 
 

@@ -64,7 +64,7 @@ def batch_repeats(seed: int, batch_index: int, factor: float) -> int:
     return int(copy_counts(key, factor)[0])
 
 
-# The auto controller's gain once past its first windows (collector.py has the law).
+# The auto controller's gain once past its first windows (runtime/auto_echo.py has the law).
 # Measured on the 0.5 s windows of benchmarks/results/echo_R8.json (load average 10 to 15):
 # log R per window has a standard deviation of 0.30 to 0.37 and lag-1 correlation up to
 # 0.4. In a simulation with that noise (tests/unit/test_echo.py) gain 1/3 trains at 0.93

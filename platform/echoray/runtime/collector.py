@@ -1,35 +1,19 @@
 """A zero-CPU actor that gathers what workers and preprocessing actors report.
 
-Workers and actors send events here (fire-and-forget); the driver polls it to
-print progress, log MLflow metrics from rank 0 only, spot stalls and write the
-audit. It also owns the live throughput figures and, for `echo.factor: auto`,
-the current echo factor. Working through an actor rather than files keeps it
-correct on a multi-node cluster where the driver's disk is not the workers'.
+Workers and actors send events here (fire-and-forget); the driver polls it to print
+progress, log MLflow metrics from rank 0 only, spot stalls and write the audit. Working
+through an actor rather than files keeps it correct on a multi-node cluster where the
+driver's disk is not the workers'.
 
-`echo.factor: auto`, the control law. Measured: R = downstream / upstream rate in
-sample units from busy time (runtime/throughput.py): fresh rows per busy second of the
-preprocessing actors that worked in the window, summed; trained samples per train-step
-second of the workers, summed. How often: every AUTO_UPDATE_S (0.5 s), on the heartbeat
-after it, over the window since the last update (the first window opens after the first
-step; one without reports from both sides stays open). Damping: the state is an
-estimate of log R, never clipped (data/echo.py update_r_estimate): the mean of log R
-over the first windows (the first sets it outright), then an exponential average with
-gain 1/3; e = the estimate's R within [1, echo.max_factor] (auto_factor), so e falls
-when R falls, and at R near the cap windows above it count as much as those below.
-Where e is applied: the worker
-takes it without waiting (train/worker_link.py live_factor) for each fresh batch it
-takes from the stream (train/consumption_echo.py).
-
-Faults: an epoch is final once a checkpoint covers it (Ray Train's controller says
-so through `committed`), because a worker group that fails later restarts from that
-checkpoint and replays the epochs after it; `attempt_started` then drops what the failed
-attempt reported beyond the checkpoint, so nothing is counted twice. Rank 0's `finish`
-does not make the epochs after the last checkpoint final: the worker can still die
-before Ray Train sees its function return, and Ray Train then replays them from the
-checkpoint (the target reached at epoch 3, the worker SIGKILLed during its `finish`:
-the driver had kept the killed attempt's epoch 3, fresh 4389, while the replay trained
-4383 distinct samples; tests/integration/test_worker_failure.py). They are final once
-the fit has ended (`poll(..., ended=True)`). Errors that a
+The decisions are pure parts it only hosts, each with its own unit test:
+- runtime/epoch_ledger.py: which epoch records are final (checkpoints, restarts, replays);
+- runtime/auto_echo.py: `echo.factor: auto`'s control law over runtime/throughput.py's
+  live figures (R, the factor and its history);
+- runtime/bad_examples.py: the budget of undecodable training examples;
+- read-ahead: `rows_ahead`, the fresh rows read but not yet trained that
+  source.max_rows_ahead bounds.
+What is left here is the run's liveness (last progress, first step and read, worker
+groups started and recovered, failures, the abort flag) and the audit rows. Errors that a
 retry cannot fix (bad data) are recorded by `fatal` so the driver stops at once.
 """
 
@@ -41,58 +25,36 @@ from typing import Any
 import numpy as np
 import ray
 
-from echoray.data.echo import REstimate, auto_factor, update_r_estimate
 from echoray.records import Heartbeat
+from echoray.runtime.auto_echo import AutoEcho
+from echoray.runtime.bad_examples import BadExamples
+from echoray.runtime.epoch_ledger import EpochLedger
 from echoray.runtime.throughput import Throughput
-
-# The window of echo.factor: auto's control law (the module docstring states the law).
-# 0.5 s: two to four actor reports of 128 samples at R ~ 4 on digits, so one window is
-# not noise alone, and e is set from R 0.5 s after the first step.
-AUTO_UPDATE_S = 0.5
-BAD_EXAMPLES_SHOWN = 5
 
 
 @ray.remote(num_cpus=0, max_restarts=0)
 class RunCollector:
     def __init__(self, factor: float | str = 1.0, max_factor: float = 8.0, *, checkpointed: bool = False,
                  n_train: int = 0, max_bad_fraction: float = 0.0, resume: dict[str, Any] | None = None):
-        self.events: list[dict[str, Any]] = []  # every epoch event, in arrival order (replays too)
-        self.by_epoch: dict[int, dict[str, Any]] = {}  # the current record of each epoch
-        self.checkpointed = checkpointed
-        self.commit: dict[str, Any] | None = None  # latest checkpoint Ray Train registered
-        self.final_epoch = 0  # epochs up to here will not be replayed
+        self.ledger = EpochLedger.resumed(checkpointed, resume)
+        self.throughput = Throughput()
+        self.echo = AutoEcho(factor, max_factor, self.throughput, time.time(),
+                             resumed_factor=resume.get("echo_factor") if resume else None)
+        self.bad = BadExamples(n_train, max_bad_fraction)
         self.audit: list[dict[str, np.ndarray]] = []
         self.last_progress = time.time()
         self.first_step_at: float | None = None
+        self.first_read_at: float | None = None
         self.source_reads = 0
-        self.final: dict[str, Any] | None = None
-        self.throughput = Throughput()
-        self.auto = factor == "auto"
-        self.factor = 1.0 if self.auto else float(factor)
-        self.max_factor = max_factor
-        self.factor_history: list[dict[str, float]] = []
-        self.r_estimate: REstimate | None = None  # auto: the controller's state
-        self._window = self.throughput.snapshot()
-        self._window_at = time.time()
+        self.reads_at_first_step: int | None = None
         self.recoveries: list[dict[str, Any]] = []
         self.failures: list[dict[str, Any]] = []
         self.fatal_error: dict[str, str] | None = None  # {"kind": "data" | "diverged", "message"}
         self.aborted: str | None = None  # the driver gave up: workers stop (see heartbeat)
         self.controller = None  # Ray Train's controller actor, so the driver can stop it
-        self.n_train, self.max_bad_fraction = n_train, max_bad_fraction
-        self.bad: dict[int, tuple[str, str]] = {}  # sample id -> (file, reason)
         self.seeded = bool(resume)
         self.attempts = 0  # worker groups started
-        self.reads_at_first_step: int | None = None
-        self.first_read_at: float | None = None
         self.workers: dict[int, Heartbeat] = {}  # rank -> its latest heartbeat
-        if resume:  # a new driver continues a run: its checkpoint is the starting point
-            self.commit = resume
-            self.final_epoch = resume["epoch"]
-            if self.auto and resume.get("echo_factor"):
-                self.factor = float(resume["echo_factor"])
-                # the saved factor weighs as one window: the first new one moves e half-way
-                self.r_estimate = REstimate(float(np.log(self.factor)), 1)
 
     # --- from preprocessing actors ---
     def stage(self, name: str, actor: str, rows: int, busy_s: float, reads: int = 0) -> None:
@@ -108,7 +70,7 @@ class RunCollector:
                 for name, actors in self.throughput.stages.items()}
 
     def echo_factor(self) -> float:
-        return self.factor
+        return self.echo.factor
 
     def rows_ahead(self) -> int | None:
         """Fresh rows read but not yet trained (None until a worker group has started):
@@ -120,19 +82,13 @@ class RunCollector:
     def bad_images(self, items: list[tuple[int, str, str]]) -> dict[str, Any]:
         """Undecodable training files (id, file, reason): skipped while they stay within
         source.max_bad_fraction of the training split; beyond it the run fails naming them."""
-        for sid, name, reason in items:
-            self.bad.setdefault(int(sid), (name, reason))
-        limit = int(self.max_bad_fraction * self.n_train)
-        over = len(self.bad) > limit
-        shown = [f"{n} ({r})" for n, r in list(self.bad.values())[:BAD_EXAMPLES_SHOWN]]
-        message = (f"{len(self.bad)} undecodable training image(s), more than source.max_bad_fraction="
-                   f"{self.max_bad_fraction:g} of {self.n_train} allows ({limit}): " + "; ".join(shown))
-        if over:
-            self.fatal(message, "data")
-        return {"count": len(self.bad), "over": over, "message": message}
+        verdict = self.bad.add(items)
+        if verdict["over"]:
+            self.fatal(verdict["message"], "data")
+        return verdict
 
     def bad_ids(self) -> np.ndarray:
-        return np.asarray(sorted(self.bad), dtype=np.int64)
+        return self.bad.ids()
 
     def fatal(self, message: str, kind: str = "data") -> None:
         """An error no retry can fix; the first one is what the driver reports."""
@@ -164,28 +120,12 @@ class RunCollector:
             self.recoveries[-1]["first_step_at"] = now
         self.last_progress = now
         self.throughput.set_worker(beat.rank, beat.samples, beat.step_s)
-        if self.auto and self.reads_at_first_step is not None and self._window_at < self.first_step_at:
-            # the first window opens after the first step (its warm-up is not the step's rate)
-            self._window, self._window_at = self.throughput.snapshot(), now
-        elif self.auto and now - self._window_at >= AUTO_UPDATE_S:
-            self._update_factor(now)
+        self.echo.on_heartbeat(now, self.first_step_at)
         return self.aborted is not None
-
-    def _update_factor(self, now: float) -> None:
-        recent = self.throughput.since(self._window)
-        r = recent.measured_r()
-        if r is not None:
-            self.r_estimate = update_r_estimate(self.r_estimate, r)
-            self.factor = auto_factor(self.r_estimate, self.max_factor)
-            self.factor_history.append({"time": now, "factor": self.factor, "measured_R": r})
-            self._window, self._window_at = self.throughput.snapshot(), now
 
     def event(self, record: dict[str, Any]) -> None:
         self.last_progress = time.time()
-        self.events.append(record)
-        self.by_epoch[record["epoch"]] = record
-        if not self.checkpointed:
-            self.final_epoch = max(self.final_epoch, record["epoch"])
+        self.ledger.add(record)
 
     def add_audit(self, columns: dict[str, np.ndarray]) -> None:
         self.audit.append(columns)
@@ -196,9 +136,7 @@ class RunCollector:
         training stream was built for, which must be the one the workers restored."""
         self.attempts += 1
         self.last_progress = time.time()
-        self.final = None  # a failed attempt's final record is not the run's
-        for e in [e for e in self.by_epoch if e > epoch]:
-            del self.by_epoch[e]
+        checkpoint = self.ledger.restart_from(epoch)
         self.audit = [{k: v[part["step"] < steps] for k, v in part.items()} for part in self.audit]
         # The first attempt of a run resumed by a new driver is the resume, not a failure.
         kind = "start" if self.attempts == 1 and not self.seeded else (
@@ -206,13 +144,11 @@ class RunCollector:
         if kind != "start":
             self.recoveries.append({"kind": kind, "from_epoch": epoch, "steps": steps,
                                     "restored_at": time.time(), "first_step_at": None})
-        return self.commit["checkpoint"].path if self.commit else None
+        return checkpoint
 
     def finish(self, record: dict[str, Any]) -> None:
-        """Rank 0's final record. Not the end of the attempt: see the module docstring."""
-        self.final = record
-        if not self.checkpointed:
-            self.final_epoch = max([self.final_epoch, *self.by_epoch])
+        """Rank 0's final record. Not the end of the attempt: see runtime/epoch_ledger.py."""
+        self.ledger.finish(record)
 
     def sync(self) -> bool:
         """A barrier: calls from one caller run in order, so earlier sends have landed."""
@@ -220,14 +156,13 @@ class RunCollector:
 
     # --- from Ray Train's controller (runtime/commit.py) ---
     def committed(self, checkpoint, metrics: dict[str, Any]) -> None:
-        self.commit = {"checkpoint": checkpoint, **metrics}
-        self.final_epoch = max(self.final_epoch, int(metrics["epoch"]))
+        self.ledger.committed(checkpoint, metrics)
 
     def failed(self, detected_at: float, errors: str) -> None:
         self.failures.append({"detected_at": detected_at, "errors": errors})
 
     def latest_checkpoint(self) -> dict[str, Any] | None:
-        return self.commit
+        return self.ledger.commit
 
     def register_controller(self, handle) -> None:
         self.controller = handle
@@ -239,17 +174,10 @@ class RunCollector:
     def poll(self, since: int, factor_since: int = 0, final_since: int = 0, ended: bool = False) -> dict[str, Any]:
         """ended: the fit has returned (no worker group can replay an epoch any more)."""
         up, down = self.throughput.rates()
-        if ended:
-            self.final_epoch = max([self.final_epoch, *self.by_epoch])
-        final = []
-        e = final_since + 1
-        while e <= self.final_epoch and e in self.by_epoch:  # in order, no gaps
-            final.append(self.by_epoch[e])
-            e += 1
         return {
-            "events": self.events[since:],
-            "final_events": final,
-            "factor_history": self.factor_history[factor_since:],
+            "events": self.ledger.events[since:],
+            "final_events": self.ledger.final_after(final_since, ended),
+            "factor_history": self.echo.history[factor_since:],
             "last_progress": self.last_progress,
             "first_step_at": self.first_step_at,
             "reads_at_first_step": self.reads_at_first_step,
@@ -258,13 +186,13 @@ class RunCollector:
             "upstream_examples_per_s": up,
             "downstream_examples_per_s": down,
             "measured_R": down / up if up and down else None,
-            "echo_factor": self.factor,
-            "final": self.final,
+            "echo_factor": self.echo.factor,
+            "final": self.ledger.final,
             "fatal": self.fatal_error,
             "recoveries": self.recoveries,
             "failures": self.failures,
-            "bad_examples": len(self.bad),
-            "bad_files": [n for n, _ in list(self.bad.values())[:BAD_EXAMPLES_SHOWN]],
+            "bad_examples": len(self.bad.bad),
+            "bad_files": self.bad.shown_files(),
             "tick": self._tick(),
         }
 

@@ -9,7 +9,6 @@ order while each applies its own augmentation seed.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -17,8 +16,6 @@ import numpy as np
 import torch
 import torch.distributed as dist
 from ray.train import DataConfig
-
-from echoray.echo_plan import echoes_batches, echoes_examples
 
 INT_FIELDS = ("epoch", "sample_id", "label", "echo_copy", "echo_copies", "aug_key")
 
@@ -66,21 +63,6 @@ def rank_layout(rank: int, world: int, copies: int, mode: str) -> RankLayout:
 def shard_map(world: int, copies: int, mode: str) -> list[int]:
     """The training shard each rank is handed, by rank."""
     return [rank_layout(r, world, copies, mode).group for r in range(world)]
-
-
-def steps_per_shard_epoch(echo_stage: str, echo_factor: float | str, batch_size: int, num_train: int,
-                          readers: int) -> int:
-    """Optimizer steps a reader takes through its shard in one data epoch (an epoch of fresh
-    data), at the nominal echo factor (auto: 1); every rank takes as many.
-
-    readers: workers that read disjoint shards (W in `local` mode, W/M groups in
-    `grouped` mode: a group's members step together through one shard)."""
-    factor = echo_factor if echo_factor != "auto" else 1.0
-    per_step = readers * batch_size
-    if echoes_examples(echo_stage):
-        return max(1, math.floor(num_train * factor / per_step))
-    fresh_steps = max(1, num_train // per_step)
-    return max(1, round(fresh_steps * (factor if echoes_batches(echo_stage) else 1.0)))
 
 
 def make_groups(world: int, copies: int) -> list:

@@ -84,10 +84,8 @@ def _train(cfg: PipelineConfig, idx: SourceIndex, collector, store, ckpt, shared
     import torch
 
     from echoray.echo_plan import EchoPlan
+    from echoray.train.assembly import WorkerSite, build_loop, restore_and_keep
     from echoray.train.checkpoint import read_replay
-    from echoray.train.faults import Checkpointer, restore_loop
-    from echoray.train.lm_eval import make_evaluator
-    from echoray.train.loop import WorkerEnv, WorkerLoop
     from echoray.train.worker_link import Collectives, CollectorLink
 
     # The threads a Ray Train worker of this plan gets (OMP_NUM_THREADS from its CPUs): the
@@ -102,25 +100,18 @@ def _train(cfg: PipelineConfig, idx: SourceIndex, collector, store, ckpt, shared
                else StartedStream(_built(lambda: _stream(cfg, idx, collector, 0, first_epoch, consumed))))
     try:
         link = CollectorLink(collector)
-        evaluator = make_evaluator(cfg, idx, 0, 1)
         from echoray.runtime import stop
 
-        env = WorkerEnv(0, 1, "cpu", link, Collectives.single(), lambda model: model, evaluator,
-                        should_stop=stop.requested)
-        loop = WorkerLoop(cfg, env, n_train=len(idx.train_ids), channels=idx.channels,
-                          num_classes=idx.num_classes, image_size=idx.image_size,
-                          plan=EchoPlan.from_config(cfg, shared_stream=shared is not None))
+        site = WorkerSite(0, 1, "cpu", link, Collectives.single(), lambda model: model, should_stop=stop.requested)
+        loop = build_loop(cfg, idx, site, plan=EchoPlan.from_config(cfg, shared_stream=shared is not None))
         if link.ask("is_aborted"):  # the collector's process has started meanwhile
             return
         loop.setup()
-        restored = restore_loop(ckpt, link, 0, 1, loop.model, loop.opt)
-        loop.restore(restored)
-        if store is not None:
-            def keep(metrics: dict, local_dir) -> None:  # then epochs up to it are final
-                link.ask("committed", store.save(metrics, local_dir), metrics)
 
-            env.checkpointer = Checkpointer(cfg, idx, collector, 0, 1, loop.consumed,
-                                            restored.meta.first_open_pass if restored else 0, sink=keep)
+        def keep(metrics: dict, local_dir) -> None:  # then epochs up to it are final
+            link.ask("committed", store.save(metrics, local_dir), metrics)
+
+        restore_and_keep(loop, cfg, idx, ckpt, collector, keep=store is not None, sink=keep)
         stopped = loop.train(loop.input_batches(batches if loop.reads else None))
         if shared is not None:  # the others stop waiting for it before its last evaluation
             shared.release("target or budget reached" if stopped else "read its train.max_epochs of rows")

@@ -91,15 +91,12 @@ def local_loop(cfg: PipelineConfig, idx: SourceIndex, collector: LocalCollector 
                comm: Collectives | None = None, rank: int = 0, world: int = 1, evaluator=None,
                checkpointer=None, device: str = "cpu"):
     """A set-up WorkerLoop in this process (the model is moved to `device`, no DDP)."""
-    from echoray.train.lm_eval import make_evaluator
-    from echoray.train.loop import WorkerEnv, WorkerLoop
+    from echoray.train.assembly import WorkerSite, build_loop
 
     dev = torch.device(device)
-    if evaluator is None:
-        evaluator = make_evaluator(cfg, idx, rank, world)
-    env = WorkerEnv(rank, world, dev, LocalLink(collector or LocalCollector()), comm or Collectives.single(),
-                    lambda m: m.to(dev), evaluator, checkpointer)
-    loop = WorkerLoop(cfg, env, n_train=len(idx.train_ids), channels=idx.channels, num_classes=idx.num_classes,
-                      image_size=idx.image_size)
+    site = WorkerSite(rank, world, dev, LocalLink(collector or LocalCollector()), comm or Collectives.single(),
+                      lambda m: m.to(dev))
+    loop = build_loop(cfg, idx, site, evaluator)
+    loop.env.checkpointer = checkpointer
     loop.setup()
     return loop

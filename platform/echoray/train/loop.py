@@ -50,7 +50,7 @@ from echoray.train.early_stream import batch_stream, shuffle_buffer_rows  # noqa
 from echoray.train.evaluate import Normalizer
 from echoray.train.faults import RunAborted
 from echoray.train.ghost_bn import use_ghost_batch_norm
-from echoray.train.groups import rank_layout, steps_per_shard_epoch
+from echoray.train.groups import rank_layout
 from echoray.train.loop_state import LoopState
 from echoray.train.models import build_model
 from echoray.train.optim import build_optimizer, lr_multiplier, set_lr
@@ -66,7 +66,7 @@ def steps_per_data_epoch(cfg: PipelineConfig, num_train: int, world: int) -> int
     step together)."""
     ba = cfg.batch_augmentation
     readers = rank_layout(0, world, ba.copies, ba.mode).readers
-    return steps_per_shard_epoch(cfg.echo.stage, cfg.echo.factor, cfg.train.batch_size, num_train, readers)
+    return EchoPlan.from_config(cfg).steps_per_shard_epoch(cfg.train.batch_size, num_train, readers)
 
 
 def eval_due_at_step(steps: int, spe: int, per_epoch: int) -> bool:
@@ -82,7 +82,7 @@ def check_evals_per_epoch(cfg: PipelineConfig, n_train: int, world: int) -> None
     k = cfg.train.evals_per_epoch
     ba = cfg.batch_augmentation
     readers = rank_layout(0, world, ba.copies, ba.mode).readers
-    spe = steps_per_shard_epoch(cfg.echo.stage, 1.0, cfg.train.batch_size, n_train, readers)
+    spe = EchoPlan.from_config(cfg).steps_per_shard_epoch(cfg.train.batch_size, n_train, readers, factor=1.0)
     if k > spe:
         raise ValueError(
             f"train.evals_per_epoch={k} is more than the {spe} optimizer step(s) of one epoch "
@@ -457,8 +457,7 @@ def run_worker(config: dict, started=None) -> None:
     import ray.train.torch
 
     from echoray.train import checkpoint
-    from echoray.train.faults import Checkpointer, restore_loop
-    from echoray.train.lm_eval import make_evaluator
+    from echoray.train.assembly import WorkerSite, build_loop, restore_and_keep
     from echoray.train.worker_link import CollectorLink
 
     checkpoint.quiet_report_log()
@@ -469,17 +468,11 @@ def run_worker(config: dict, started=None) -> None:
             started.close()
         return  # a worker group restarted after the driver gave up: end the fit at once
     ctx = ray.train.get_context()
-    rank, world = ctx.get_world_rank(), ctx.get_world_size()
-    evaluator = make_evaluator(cfg, idx, rank, world)
-    env = WorkerEnv(rank, world, ray.train.torch.get_device(), link, Collectives.torch_distributed(),
-                    ray.train.torch.prepare_model, evaluator)
-    loop = WorkerLoop(cfg, env, n_train=len(idx.train_ids), channels=idx.channels, num_classes=idx.num_classes,
-                      image_size=idx.image_size)
+    site = WorkerSite(ctx.get_world_rank(), ctx.get_world_size(), ray.train.torch.get_device(), link,
+                      Collectives.torch_distributed(), ray.train.torch.prepare_model)
+    loop = build_loop(cfg, idx, site)
     loop.setup()
-    restored = restore_loop(ray.train.get_checkpoint(), link, rank, world, loop.model, loop.opt)
-    loop.restore(restored)
-    env.checkpointer = Checkpointer(cfg, idx, config["collector"], rank, world, loop.consumed,
-                                    restored.meta.first_open_pass if restored else 0)
+    restore_and_keep(loop, cfg, idx, ray.train.get_checkpoint(), config["collector"])
     source = None
     if loop.reads:
         source = started or batch_stream(ray.train.get_dataset_shard("train"), cfg, loop.group)

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from echoray.config_load import ConfigError
+from echoray.messages import say
 from echoray.metrics import metric_named
-from echoray.run import say
 from echoray.summary import write_json_atomic
 from echoray.tune.variants import parse_variants
 

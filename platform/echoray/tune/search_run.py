@@ -24,9 +24,10 @@ from echoray.data.sources import index_source
 from echoray.data.text.run_files import share_tokenizer
 from echoray.failures import describe_failure
 from echoray.locations import runs_root
+from echoray.messages import say
 from echoray.metrics import metric_named
-from echoray.run import resolve_gpu, say
-from echoray.runtime.resources import format_shortfall, plan_resources, shortfall
+from echoray.preflight import require_fits, resolve_gpu
+from echoray.runtime.resources import plan_resources, shortfall
 from echoray.runtime.session import start_ray
 from echoray.summary import write_json_atomic
 from echoray.tracking import RunLogger, check_reachable, tracking_uri
@@ -86,11 +87,9 @@ def trial_concurrency(cfg: PipelineConfig, local: bool, sharing: SharePlan | Non
     plan = plan_resources(cfg, resolve_gpu(cfg))
     demand = plan.demand()
     total = ray.cluster_resources()
-    missing = shortfall(demand, total)
-    if missing:
-        if local:
-            raise ConfigError(f"one trial needs more than this machine has ({format_shortfall(missing)}); "
-                              "lower scaling.* or preprocess.actors.*")
+    if local:
+        require_fits(demand, "one trial", "; lower scaling.* or preprocess.actors.*", total)
+    elif shortfall(demand, total):
         return 1  # a cluster may grow (autoscaler); run one at a time until it does
     if sharing is not None and sharing.shares:  # one trial and its producer fit (checked above)
         return max(1, sharing.concurrency(plan, total, cfg.search.max_concurrent))

@@ -15,7 +15,7 @@ from typing import Any
 
 from echoray.config import PipelineConfig
 from echoray.config_load import ConfigError, validate
-from echoray.run import say
+from echoray.messages import say
 from echoray.summary import write_json_atomic
 from echoray.tracking import RunLogger, check_reachable, tracking_uri
 from echoray.tune.search_run import STATE_FILE, run_search

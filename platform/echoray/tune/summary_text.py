@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from echoray.run import say
+from echoray.messages import say
 
 
 def _params(p: dict[str, Any]) -> str:

@@ -1,0 +1,140 @@
+"""What echoray says on the console: the `[echoray]` line, a run's start line, its epoch
+lines, and the summary with where the run's files and MLflow run are (and how to open the
+UI from there). Everything here prints or formats; nothing decides how a run goes."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import sys
+from pathlib import Path
+from typing import Any
+
+from echoray.config import PipelineConfig
+from echoray.data.sources import SourceIndex
+from echoray.locations import in_ray_job
+
+
+def say(msg: str) -> None:
+    print(f"[echoray] {msg}", flush=True)
+
+
+def epoch_line(ev: dict[str, Any]) -> str:
+    tta = f" (tta {ev['accuracy_tta']:.4f})" if ev.get("accuracy_tta") is not None else ""
+    score = (f"acc {ev['accuracy']:.4f}{tta}" if ev.get("bits_per_byte") is None  # a language model's:
+             else f"bpb {ev['bits_per_byte']:.4f}  ppl {ev['perplexity']:.2f}")
+    return (
+        f"epoch {ev['epoch']:>3}  step {ev['step']:>6}  loss {ev['loss']:.4f}  "
+        f"{score}  fresh {ev['fresh_examples']:>8}  trained {ev['trained_examples']:>8}  "
+        f"lr {ev['lr']:.4f}  {ev['elapsed_s']:.1f}s"
+    )
+
+
+def quiet_console() -> bool:
+    """Under `echoray train` without --verbose: the libraries' output to a log file
+    (echoray/console.py), RUN_DIR/console.log once the run folder exists."""
+    from echoray import console
+
+    return console.divert()
+
+
+def say_console_log(run_dir: Path) -> None:
+    """Name the run's log file once it is in the run folder, with echoray's words for the
+    library warnings the user can act on."""
+    from echoray import console
+
+    log_file = console.settle(run_dir)
+    if log_file is not None:
+        say(f"Ray's and MLflow's messages: {log_file} (--verbose prints them here)")
+        for line in console.advice():
+            say(line)
+
+
+def say_start(cfg: PipelineConfig, idx: SourceIndex, run_dir: Path, run_id: str, use_gpu: bool,
+               here: bool) -> None:
+    r = cfg.source.remote
+    if r.latency_ms or r.bandwidth_mb_s:
+        say(f"source: EMULATED remote store ({r.latency_ms:g} ms per request, "
+            f"{r.bandwidth_mb_s or 'unlimited'} MB/s): reads sleep, no network is used")
+    say(f"run {run_dir}  |  MLflow run {run_id}  |  {len(idx.train_ids)} train / {len(idx.eval_ids)} "
+        f"held-out examples  |  {cfg.scaling.num_workers} worker(s) on {'GPU' if use_gpu else 'CPU'}"
+        + (" (in this process: scaling.in_process)" if here else ""))
+
+
+def print_summary(s: dict[str, Any]) -> None:
+    hit = "reached" if s["target_reached"] else "NOT reached"
+    m = s["metric"]
+    sign = "<=" if m.get("direction") == "lower is better" else ">="  # echoray/metrics.py
+    goal = f"target {m['name']} {sign} {m['target']}: {hit}" if m["target"] is not None else f"no target set ({m['name']})"
+    lines = [
+        f"{goal} (final {m['value']:.4f}, best {s['best_metric']:.4f}; {s['stop_reason']})",
+        f"fresh examples {s['fresh_examples']}, trained {s['trained_examples']} "
+        f"(measured echo factor {s['echo']['measured_factor']:.3f}), steps {s['steps']}, epochs {s['epochs']}",
+    ]
+    if s["target_reached"]:
+        lines.append(
+            f"to target: {s['fresh_examples_to_target']} fresh examples, {s['steps_to_target']} steps, "
+            f"{s['time_to_target_s']:.1f} s"
+        )
+    if (t := s.get("text")) is not None:
+        rate = f", {t['trained_tokens'] / s['train_loop_s']:,.0f} trained tokens/s" if s.get("train_loop_s") else ""
+        lines.append(f"text: {t['fresh_tokens']:,} fresh tokens of {t['train']['sequences'] * t['seq_len']:,} per "
+                     f"epoch ({t['tokenizer']} tokenizer, vocab {t['vocab_size']}, seq_len {t['seq_len']}){rate}")
+    ft = s["time_to_first_step_s"]
+    lines.append(f"wall {s['wall_s']:.1f} s" + (f", first step at {ft:.1f} s" if ft else ""))
+    if s["measured_R"]:
+        lines.append(f"throughput: upstream {s['upstream_examples_per_s']:.0f} ex/s, downstream "
+                     f"{s['downstream_examples_per_s']:.0f} ex/s, measured R {s['measured_R']:.2f}"
+                     + (f", echo factor now {s['echo']['final_factor']:.2f}" if s["echo"]["factor"] == "auto" else ""))
+    lines.extend(where_lines(s, in_ray_job(), socket.gethostname(), mlflow_command()))
+    for line in lines:
+        say(line)
+    sys.stdout.flush()
+
+
+# MLflow 3.17's UI shows an experiment in its GenAI or Model training view by a global
+# switch the browser remembers (default GenAI), not by the experiment's
+# mlflow.experimentKind tag; this parameter of the address selects Model training.
+MODEL_TRAINING_VIEW = "?workflowType=machine_learning"
+
+
+def run_url(s: dict[str, Any], server: str | None = None) -> str:
+    """The run's page in the MLflow UI (server: where the UI is, else the tracking server)."""
+    base = (server or s["mlflow_tracking_uri"]).rstrip("/")
+    return f"{base}/#/experiments/{s['mlflow_experiment_id']}/runs/{s['mlflow_run_id']}{MODEL_TRAINING_VIEW}"
+
+
+def mlflow_command() -> str:
+    """`mlflow` if the shell finds it, else the one next to this Python (`make run` does not
+    activate .venv, so the printed command must work without it)."""
+    if shutil.which("mlflow"):
+        return "mlflow"
+    return str(Path(sys.executable).parent / "mlflow")
+
+
+def where_lines(s: dict[str, Any], in_job: bool, host: str, mlflow_cmd: str = "mlflow") -> list[str]:
+    """Where the run's files and its MLflow run are, and how to open the UI from there."""
+    summary = Path(s["run_dir"]) / "summary.json"
+    uri = s["mlflow_tracking_uri"]
+    if not in_job:
+        lines = [f"summary: {summary}"]
+        if uri.startswith("sqlite:"):
+            lines.append(f"MLflow UI: {mlflow_cmd} ui --backend-store-uri {uri}   (then open "
+                         f"{run_url(s, 'http://127.0.0.1:5000')})")
+        elif uri.startswith(("http://", "https://")):
+            lines.append(f"MLflow UI: {run_url(s)}")
+        else:
+            lines.append(f"MLflow: {uri}  (run {s['mlflow_run_id']})")
+        return lines
+    lines = [f"run folder: {summary.parent} on {host} (the node of the job's driver)",
+             f"its files (config.yaml, summary.json, audit.parquet if on) are the MLflow run's artifacts: "
+             f"{s.get('mlflow_artifact_uri') or 'see the run'}"]
+    if uri.startswith(("http://", "https://")):
+        lines.append(f"MLflow UI: {run_url(s)}  (from outside the cluster: forward that port with ssh -L, "
+                     "docs/how-to/cluster.md, \"MLflow UI\")")
+    elif uri.startswith("sqlite:"):
+        lines.append(f"MLflow store {uri} on {host}; the UI, there: {mlflow_cmd} ui --backend-store-uri {uri} "
+                     "(a cluster's head exports MLFLOW_TRACKING_URI of its tracking server instead)")
+    else:
+        lines.append(f"MLflow: {uri}  (run {s['mlflow_run_id']})")
+    return lines

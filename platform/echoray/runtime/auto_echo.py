@@ -1,0 +1,61 @@
+"""`echo.factor: auto`'s control law, over the live throughput figures.
+
+Measured: R = downstream / upstream rate in sample units from busy time
+(runtime/throughput.py): fresh rows per busy second of the preprocessing actors that
+worked in the window, summed; trained samples per train-step second of the workers,
+summed. How often: every AUTO_UPDATE_S (0.5 s), on the heartbeat after it, over the window
+since the last update (the first window opens after the first step; one without reports
+from both sides stays open). Damping: the state is an estimate of log R, never clipped
+(data/echo.py update_r_estimate): the mean of log R over the first windows (the first
+sets it outright), then an exponential average with gain 1/3; e = the estimate's R within
+[1, echo.max_factor] (auto_factor), so e falls when R falls, and at R near the cap windows
+above it count as much as those below. Where e is applied: the worker takes it without
+waiting (train/worker_link.py live_factor) for each fresh batch it takes from the stream
+(train/consumption_echo.py). A fixed factor is the same object with `auto` false: its
+factor never moves. Pure given the clock: the collector passes `now` in.
+"""
+
+from __future__ import annotations
+
+import math
+
+from echoray.data.echo import REstimate, auto_factor, update_r_estimate
+from echoray.runtime.throughput import Throughput
+
+# 0.5 s: two to four actor reports of 128 samples at R ~ 4 on digits, so one window is
+# not noise alone, and e is set from R 0.5 s after the first step.
+AUTO_UPDATE_S = 0.5
+
+
+class AutoEcho:
+    def __init__(self, factor: float | str, max_factor: float, throughput: Throughput, now: float,
+                 resumed_factor: float | None = None):
+        self.auto = factor == "auto"
+        self.factor = 1.0 if self.auto else float(factor)
+        self.max_factor = max_factor
+        self.throughput = throughput  # the collector's, shared: it also gives the run's rates
+        self.history: list[dict[str, float]] = []  # {"time", "factor", "measured_R"} per change
+        self.r_estimate: REstimate | None = None
+        self._window, self._window_at = throughput.snapshot(), now
+        if self.auto and resumed_factor:
+            self.factor = float(resumed_factor)
+            # the saved factor weighs as one window: the first new one moves e half-way
+            self.r_estimate = REstimate(float(math.log(self.factor)), 1)
+
+    def on_heartbeat(self, now: float, first_step_at: float | None) -> None:
+        """After a worker's heartbeat was added to the throughput figures."""
+        if not self.auto:
+            return
+        if first_step_at is not None and self._window_at < first_step_at:
+            # the first window opens after the first step (its warm-up is not the step's rate)
+            self._window, self._window_at = self.throughput.snapshot(), now
+        elif now - self._window_at >= AUTO_UPDATE_S:
+            self._update(now)
+
+    def _update(self, now: float) -> None:
+        r = self.throughput.since(self._window).measured_r()
+        if r is not None:
+            self.r_estimate = update_r_estimate(self.r_estimate, r)
+            self.factor = auto_factor(self.r_estimate, self.max_factor)
+            self.history.append({"time": now, "factor": self.factor, "measured_R": r})
+            self._window, self._window_at = self.throughput.snapshot(), now
