@@ -161,31 +161,8 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
                 rec["mlflow_run_id"] = found[0].info.run_id if found else None
         if unfinished:
             raise SearchInterrupted(f"{unfinished} trial(s) unfinished; continue with: echoray tune --resume {home or d}")
-        summary = {
-            "pipeline": pipeline, "search_dir": str(d.resolve()), "mlflow_parent_run_id": run_id,
-            "mlflow_tracking_uri": uri, "objective": "fresh_examples_to_target",
-            "target": {"metric": cfg.train.metric, "value": cfg.train.target,
-                       "direction": metric_named(cfg.train.metric).direction},
-            "trials_per_repeat": points.trials, "sequence": points.sequence,
-            "scramble_seeds": [points.scramble_seed(r) for r in range(points.repeats)],
-            "space": {k: v.model_dump(mode="json") for k, v in points.space.items()},
-            "concurrency": concurrency,
-            "share_groups": [g.describe() for g in sharing.groups],
-            **summarize(records, points.repeats),
-            "trials": records, "wall_s": time.time() - t0,
-        }
-        write_json_atomic(d / "summary.json", summary)
-        logger.log_file(d / "summary.json")
-        from echoray.tune.plots import plot_trials
-
-        plot_trials(summary, d / "trials.png")
-        logger.log_file(d / "trials.png")
-        publish(home, d / "summary.json", d / "trials.png")
-        fe = summary["fresh_examples_to_target"]
-        if fe["n"]:
-            logger.log_metrics({"best_fresh_examples_to_target_mean": fe["mean"],
-                                "best_fresh_examples_to_target_min": fe["min"],
-                                "best_fresh_examples_to_target_max": fe["max"]}, step=0)
+        summary = _search_summary(cfg, pipeline, d, run_id, uri, points, concurrency, sharing, records, t0)
+        _write_outputs(summary, d, home, logger)
         status = "FINISHED"
         return summary
     except KeyboardInterrupt:
@@ -197,6 +174,42 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
             logger.log_file(report)
         end_unfinished_children(uri, run_id, "KILLED")
         logger.end(status)
+
+
+def _search_summary(cfg: PipelineConfig, pipeline: str, d: Path, run_id: str, uri: str, points: SearchPoints,
+                    concurrency: int, sharing: SharePlan, records: list[dict], t0: float) -> dict[str, Any]:
+    """The search's summary.json: where it is, what it searched, and the best trials' fresh
+    examples to target per repeat (tune/outcome.py summarize)."""
+    return {
+        "pipeline": pipeline, "search_dir": str(d.resolve()), "mlflow_parent_run_id": run_id,
+        "mlflow_tracking_uri": uri, "objective": "fresh_examples_to_target",
+        "target": {"metric": cfg.train.metric, "value": cfg.train.target,
+                   "direction": metric_named(cfg.train.metric).direction},
+        "trials_per_repeat": points.trials, "sequence": points.sequence,
+        "scramble_seeds": [points.scramble_seed(r) for r in range(points.repeats)],
+        "space": {k: v.model_dump(mode="json") for k, v in points.space.items()},
+        "concurrency": concurrency,
+        "share_groups": [g.describe() for g in sharing.groups],
+        **summarize(records, points.repeats),
+        "trials": records, "wall_s": time.time() - t0,
+    }
+
+
+def _write_outputs(summary: dict[str, Any], d: Path, home: str | None, logger: RunLogger) -> None:
+    """summary.json and the trials plot, to the search folder, MLflow and the search's home
+    in the object store (if it has one); the best-trial figures as the parent run's metrics."""
+    write_json_atomic(d / "summary.json", summary)
+    logger.log_file(d / "summary.json")
+    from echoray.tune.plots import plot_trials
+
+    plot_trials(summary, d / "trials.png")
+    logger.log_file(d / "trials.png")
+    publish(home, d / "summary.json", d / "trials.png")
+    fe = summary["fresh_examples_to_target"]
+    if fe["n"]:
+        logger.log_metrics({"best_fresh_examples_to_target_mean": fe["mean"],
+                            "best_fresh_examples_to_target_min": fe["min"],
+                            "best_fresh_examples_to_target_max": fe["max"]}, step=0)
 
 
 def _sharing(cfg: PipelineConfig, base: dict, points: SearchPoints, idx, warm: bool) -> SharePlan:
