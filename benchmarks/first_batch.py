@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 
 import common  # noqa: F401 - first: it records the load at the benchmark's start
 import numpy as np
-from common import load_avg, save, train_in_process
+from common import load_avg, save, settled_load, train_in_process
 from jpeg_set import jpeg_folder
 
 MAP_WORKER = "MapWorker(MapBatches(Preprocess))"
@@ -71,6 +70,7 @@ def stream_run(root) -> dict:
 
     cfg = echoray_cfg(root, "train.batch_size=256")
     idx = publish_index(index_source(cfg.source))
+    load = settled_load()[0]  # the previous run's pool has wound down
     t0 = time.time()
     ds = build_train_dataset(cfg, idx)
     built = time.time() - t0
@@ -89,7 +89,7 @@ def stream_run(root) -> dict:
             "first_batch_s": got, "first_batch_rows": n, "second_batch_s": got2,
             "second_batch_rows": len(second["sample_id"]),
             "first_batch_after_first_actor_ready_s": got - inits[0][1] if inits else None,
-            "load_avg_1m": os.getloadavg()[0]}
+            "load_avg_1m": load}
 
 
 # paced: as benchmarks/echo.py runs it (reads wait for the workers); unpaced: as the issue's
@@ -98,13 +98,14 @@ PACING = {"paced": ["source.max_rows_ahead=1"], "unpaced": []}
 
 
 def digits_store_run(seed: int, pacing: str) -> dict:
+    load = settled_load()[0]  # the 1-min load this run starts on, once the previous run's Ray Train has gone
     t0 = time.time()
     summary, _ = train_in_process([*DIGITS_STORE, *PACING[pacing], f"seed={seed}"], f"first-batch-digits-{seed}")
     ev = actor_events(t0)
     return {"time_to_first_read_s": summary["time_to_first_read_s"],
             "time_to_first_step_s": summary["time_to_first_step_s"],
             "actor_init_s": ev["__init__"], "first_call_s": ev["submit"][0] if ev["submit"] else None,
-            "other_actors": ev["other_actors"], "wall_s": summary["wall_s"], "load_avg_1m": os.getloadavg()[0]}
+            "other_actors": ev["other_actors"], "wall_s": summary["wall_s"], "load_avg_1m": load}
 
 
 def medians(runs: list[dict], keys: tuple[str, ...]) -> dict:
@@ -125,12 +126,12 @@ def main() -> None:
     result: dict = {"repeats": a.repeats}
     if "stream" in parts:
         root = jpeg_folder(a.files)
-        load0 = os.getloadavg()
+        load0 = settled_load()
         runs = []
         for _ in range(a.repeats):
             runs.append(stream_run(root))
             print("stream", json.dumps(runs[-1]), flush=True)
-        result["stream"] = {"files": a.files, "runs": runs, "load_avg": load_avg(load0),
+        result["stream"] = {"files": a.files, "runs": runs, "load_avg": load_avg(load0, settled_load()),
                             # the first run of a process also starts Ray Data's own actors
                             "cold_first_batch_s": runs[0]["first_batch_s"],
                             "median": medians(runs, ("built_s", "first_batch_s", "second_batch_s",
@@ -138,17 +139,17 @@ def main() -> None:
                             "median_warm": medians(runs[1:], ("first_batch_s",
                                                               "first_batch_after_first_actor_ready_s"))}
     if "digits_store" in parts:
-        load0 = os.getloadavg()
+        load0 = settled_load()
         runs: dict[str, list] = {k: [] for k in PACING}
         for seed in range(a.repeats):
             for pacing in PACING if seed % 2 == 0 else reversed(PACING):  # interleaved, order alternating
                 runs[pacing].append(digits_store_run(seed, pacing))
                 print("digits_store", pacing, json.dumps(runs[pacing][-1]), flush=True)
         result["digits_store"] = {"overrides": DIGITS_STORE, "pacing": PACING, "runs": runs,
-                                  "load_avg": load_avg(load0),
+                                  "load_avg": load_avg(load0, settled_load()),
                                   "median": {k: medians(v, ("time_to_first_read_s", "time_to_first_step_s"))
                                              for k, v in runs.items()}}
-    print(save("first_batch", result, a, seeds=list(range(a.repeats)), repeats=a.repeats))
+    print(save("first_batch", result, a, end_load=settled_load(), seeds=list(range(a.repeats)), repeats=a.repeats))
 
 
 if __name__ == "__main__":
