@@ -104,7 +104,7 @@ def plot(table: dict, path, data: str = "digits") -> None:
     fig, ax = plt.subplots(figsize=(6, 4))
     for key, label, fmt in (("ba", "batch augmentation, local (1 worker, B=64, M views)", "o-"),
                             ("baseline", "baseline: batch M*B, M x epochs", "s--"),
-                            ("grouped", "grouped, 4 workers in 4/M groups (M=2: 22 steps)", "^"),
+                            ("grouped", "grouped, 4 workers in 4/M groups (M=2: half the steps)", "^"),
                             ("local_same_step", "local, 4/M workers, same samples+views/step", "v")):
         ms = [m for m in COPIES if m in table[key]]
         if not ms:
@@ -117,7 +117,7 @@ def plot(table: dict, path, data: str = "digits") -> None:
     ax.set_xticks(COPIES, [str(m) for m in COPIES])
     ax.set_xlabel("M (views per sample / batch multiplier)")
     ax.set_ylabel("held-out accuracy after a fixed number of steps")
-    ax.set_title(f"Batch augmentation on {data} (mean, min/max over seeds)")
+    ax.set_title(f"Batch augmentation on {data}\n(mean, min/max over seeds)", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
