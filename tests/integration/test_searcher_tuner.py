@@ -18,7 +18,10 @@ def test_plain_tuner_runs_every_quasi_random_point_once(local_ray, tmp_path):
     # start another Ray for the tests after this one.
     grid = tune.Tuner(
         tune.with_resources(objective, {"cpu": 0.5}), param_space={"epochs": 3},
-        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=len(searcher), metric="score", mode="max"),
+        # reuse_actors: the later points run in the trial actors the first ones started, not
+        # in new processes (which points ran is what is checked, not where)
+        tune_config=tune.TuneConfig(search_alg=searcher, num_samples=len(searcher), metric="score", mode="max",
+                                    reuse_actors=True),
         run_config=tune.RunConfig(storage_path=str(tmp_path), name="qr", verbose=0),
     ).fit()
     configs = sorted((r.config for r in grid), key=lambda c: (c["repeat"], c["index"]))
