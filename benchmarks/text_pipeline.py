@@ -14,7 +14,8 @@
   same tokenizer (BPE: trained once here, both load its tokenizer.json); both are rated
   as bench-input rates (the second half of --pipe-seconds after the first batch,
   bench_input.steady_rate). Arms interleave, their order rotating per repeat, and every
-  run records the 1-min load when it started. Goal (issue 23): echoray / DataLoader >= 1.1.
+  run records the 1-min load when it started, once the previous arm's load has settled
+  (common.settled_load). Goal (issue 23): echoray / DataLoader >= 1.1.
 - tokenizer: MB/s and tokens/s of one thread (RAYON_NUM_THREADS=1) on the corpus's first
   units, against Hugging Face tokenizers' published 2-4 MB/s per thread (ANCHORS.md:
   tokenizers issues 1582, 1584).
@@ -128,11 +129,16 @@ def echoray_arm(yaml_path: Path, idx, seconds: float) -> dict:
 
 
 def compare(a, yaml_path: Path, idx, index_path: Path) -> dict:
+    import common
+
     runs = {"dataloader": [], "echoray": []}
     names = list(runs)
     for rep in range(a.pipe_repeats):
         for what in names[rep % 2:] + names[: rep % 2]:  # rotate: drift hits both arms
-            load = os.getloadavg()[0]
+            # settled: the previous arm's own 2 busy cores (and the BPE's Rust threads) have
+            # left the 1-min load, so what is recorded is other work (the last file read 3.2-3.7
+            # at its BPE runs' starts with nothing else running)
+            load = common.settled_load()[0]
             if what == "dataloader":
                 out = subprocess.run([sys.executable, __file__, "--dataloader-arm", str(yaml_path),
                                       str(index_path), str(a.pipe_seconds), str(a.pipe_workers)],
@@ -174,6 +180,7 @@ def tokenizer_rate(index_path: Path, max_units: int) -> dict:
 
 
 def part(a, results: Path, scale: dict) -> list[str]:
+    import common
     from common import save
 
     work = Path(a.work) / "pipeline"
@@ -188,7 +195,8 @@ def part(a, results: Path, scale: dict) -> list[str]:
         out[kind] = res
         print(f"pipeline {kind}: tokenizer {res['tokenizer']['MB_per_s']:.2f} MB/s/thread; echoray / DataLoader "
               f"{res['echoray_vs_dataloader']['median']}", flush=True)
-    save("text_pipeline", out, a, path=results / "text_pipeline.json", repeats=a.pipe_repeats)
+    save("text_pipeline", out, a, path=results / "text_pipeline.json", repeats=a.pipe_repeats,
+         end_load=common.settled_load())
     return ["text_pipeline"]
 
 
