@@ -33,20 +33,24 @@ def photo_like(rng: np.random.Generator, w: int = 500, h: int = 375) -> Image.Im
     return Image.fromarray(arr.clip(0, 255).astype(np.uint8))
 
 
-def jpeg_folder(n_files: int = 2000, n_classes: int = 10, seed: int = 0) -> Path:
-    """`DATA/jpeg-N/<class>/<i>.JPEG`; returns the root."""
-    root = DATA / f"jpeg-{n_files}"
+def jpeg_folder(n_files: int = 2000, n_classes: int = 10, seed: int = 0, tints: np.ndarray | None = None) -> Path:
+    """`DATA/jpeg-N/<class>/<i>.JPEG`; returns the root. `tints` (n_classes x 3, added to
+    every pixel of the class's images): `DATA/jpeg-tinted-N`, classes a model can tell apart."""
+    root = DATA / (f"jpeg-{n_files}" if tints is None else f"jpeg-tinted-{n_files}")
     done = root / ".complete"
     if done.exists():
         return root
     rng = np.random.default_rng(seed)
     for i in range(n_files):
-        d = root / f"n{i % n_classes:08d}"
+        c = i % n_classes
+        d = root / f"n{c:08d}"
         d.mkdir(parents=True, exist_ok=True)
-        photo_like(rng).save(d / f"{i:07d}.JPEG", quality=90)
+        img = photo_like(rng)
+        if tints is not None:
+            img = Image.fromarray((np.asarray(img, np.float32) + tints[c]).clip(0, 255).astype(np.uint8))
+        img.save(d / f"{i:07d}.JPEG", quality=90)
     done.write_text("ok\n")
     return root
-
 
 if __name__ == "__main__":
     import time

@@ -130,6 +130,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 def main() -> None:
     a = parse()
     a.work = a.work or tempfile.mkdtemp(prefix="lm-bench-")
+    Path(a.work).mkdir(parents=True, exist_ok=True)  # --work may name a folder to make (its MLflow store)
     out_dir = Path(a.work) / "out" if a.smoke else RESULTS
     import lm_common
 

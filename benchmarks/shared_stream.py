@@ -44,7 +44,7 @@ import numpy as np
 import psutil
 import yaml
 from common import REPO, save
-from jpeg_set import DATA, photo_like
+from jpeg_set import jpeg_folder
 
 sys.path.insert(0, str(REPO / "tests"))
 from s3_server import S3Server  # noqa: E402 - the tests' S3 server process
@@ -55,22 +55,7 @@ TINTS = np.array([[40, -40, 0], [-40, 40, 0], [0, -40, 40], [40, 40, -40]], np.f
 
 def tinted_folder(n_files: int, seed: int = 0) -> Path:
     """DATA/jpeg-tinted-N/<class>/<i>.JPEG: photo-like images, each class its colour tint."""
-    from PIL import Image
-
-    root = DATA / f"jpeg-tinted-{n_files}"
-    done = root / ".complete"
-    if done.exists():
-        return root
-    rng = np.random.default_rng(seed)
-    for i in range(n_files):
-        c = i % CLASSES
-        d = root / f"n{c:08d}"
-        d.mkdir(parents=True, exist_ok=True)
-        arr = np.asarray(photo_like(rng), np.float32) + TINTS[c]
-        Image.fromarray(arr.clip(0, 255).astype(np.uint8)).save(d / f"{i:07d}.JPEG", quality=90)
-    done.write_text("ok\n")
-    return root
-
+    return jpeg_folder(n_files, CLASSES, seed, tints=TINTS)
 
 def pipeline_file(tmp: Path, args, data: str, shared: bool) -> Path:
     tree = {

@@ -27,7 +27,7 @@ FIT_THREAD = "echoray-fit"
 _fit_ends: list[threading.Event] = []
 # The ends of fits the driver gave up on with nothing able to stop them (abandon_fits):
 # still counted as running, so Ray is not shut down under them, but never waited for.
-_abandoned: list[threading.Event] = []
+_abandoned: set[threading.Event] = set()
 
 
 class StallError(RuntimeError):
@@ -85,7 +85,7 @@ def abandon_fits() -> None:
     """Give up on the fits still running: nothing the driver can send stops them. They
     still count as running (fit_thread_running: Ray is not shut down under them, and the
     CLI leaves with os._exit), but no wait is spent on them."""
-    _abandoned.extend(end for end in _fit_ends if not end.is_set() and end not in _abandoned)
+    _abandoned.update(end for end in _fit_ends if not end.is_set())
 
 
 def fit_thread_running(wait_s: float = 0.0) -> bool:
@@ -97,7 +97,7 @@ def fit_thread_running(wait_s: float = 0.0) -> bool:
         if end not in _abandoned:
             end.wait(max(0.0, deadline - time.monotonic()))
     _fit_ends[:] = [end for end in _fit_ends if not end.is_set()]
-    _abandoned[:] = [end for end in _abandoned if not end.is_set()]
+    _abandoned.difference_update({end for end in _abandoned if end.is_set()})
     return bool(_fit_ends)
 
 
