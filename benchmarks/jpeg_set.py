@@ -52,6 +52,7 @@ def jpeg_folder(n_files: int = 2000, n_classes: int = 10, seed: int = 0, tints: 
     done.write_text("ok\n")
     return root
 
+
 if __name__ == "__main__":
     import time
 

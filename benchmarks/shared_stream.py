@@ -57,6 +57,7 @@ def tinted_folder(n_files: int, seed: int = 0) -> Path:
     """DATA/jpeg-tinted-N/<class>/<i>.JPEG: photo-like images, each class its colour tint."""
     return jpeg_folder(n_files, CLASSES, seed, tints=TINTS)
 
+
 def pipeline_file(tmp: Path, args, data: str, shared: bool) -> Path:
     tree = {
         "name": f"shared-stream-{'shared' if shared else 'separate'}", "seed": 0,

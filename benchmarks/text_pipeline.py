@@ -181,7 +181,6 @@ def tokenizer_rate(index_path: Path, max_units: int) -> dict:
 
 def part(a, results: Path, scale: dict) -> list[str]:
     import common
-    from common import save
 
     work = Path(a.work) / "pipeline"
     work.mkdir(parents=True, exist_ok=True)
@@ -195,8 +194,8 @@ def part(a, results: Path, scale: dict) -> list[str]:
         out[kind] = res
         print(f"pipeline {kind}: tokenizer {res['tokenizer']['MB_per_s']:.2f} MB/s/thread; echoray / DataLoader "
               f"{res['echoray_vs_dataloader']['median']}", flush=True)
-    save("text_pipeline", out, a, path=results / "text_pipeline.json", repeats=a.pipe_repeats,
-         end_load=common.settled_load())
+    common.save("text_pipeline", out, a, path=results / "text_pipeline.json", repeats=a.pipe_repeats,
+                end_load=common.settled_load())
     return ["text_pipeline"]
 
 
