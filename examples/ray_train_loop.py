@@ -97,8 +97,8 @@ def main(out: str, samples: int = 96, epochs: int = 2, factor: float = 1.5, batc
     import echoray.train as et
 
     Path(out).mkdir(parents=True, exist_ok=True)
-    if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False)
+    if not ray.is_initialized():  # a cluster's (RAY_ADDRESS, `ray job submit`), else a local one
+        ray.init(**({} if os.environ.get("RAY_ADDRESS") else {"num_cpus": 2, "include_dashboard": False}))
     ray.data.DataContext.get_current().enable_progress_bars = False
     base = ray.data.range(samples).map_batches(make_rows, batch_format="numpy")
     stream = ed.echo_dataset(ed.repeat_epochs(base, epochs, seed=seed), factor, seed=seed)

@@ -53,6 +53,7 @@ class Driver:
     def _read(self):
         for line in self.proc.stdout:
             self.lines.append(line)
+            print(f'{time.monotonic():.1f} {line}', end='', flush=True)
 
     def wait_for_line(self, text, timeout_s=300):
         deadline = time.time() + timeout_s

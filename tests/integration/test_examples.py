@@ -1,4 +1,4 @@
-"""The examples run as a user runs them (subprocesses, their own Ray), with exact counts:
+"""The examples run as a user runs them (subprocesses), with exact counts:
 fresh examples = the distinct (epoch, sample) trained; one view per group member; the ids
 each rank saw (examples/ray_train_loop.py, my_model.yaml, my_reader.yaml)."""
 
@@ -10,28 +10,34 @@ from collections import Counter
 
 import numpy as np
 import pyarrow.parquet as pq
+import ray
 
 from helpers import REPO
 
 
-def env(*extra):
+def env(*extra, attach=False):
+    """`attach`: RAY_ADDRESS of the tests' local Ray, as a `ray job submit` driver has it (no
+    Ray start and stop of its own); else the example starts its own Ray, whose workers get
+    the examples folder on their PYTHONPATH (the YAML's ops and model are imported there)."""
     paths = [str(REPO / "platform"), *map(str, extra), os.environ.get("PYTHONPATH", "")]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p), "RAY_TRAIN_V2_ENABLED": "1"}
+    ray_address = {"RAY_ADDRESS": ray.get_runtime_context().gcs_address} if attach else {}
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p), "RAY_TRAIN_V2_ENABLED": "1",
+            **ray_address}
 
 
-def run(args, cwd, extra_path=()):
-    out = subprocess.run([sys.executable, *args], cwd=cwd, env=env(*extra_path), capture_output=True, text=True,
+def run(args, cwd, extra_path=(), attach=False):
+    out = subprocess.run([sys.executable, *args], cwd=cwd, env=env(*extra_path, attach=attach), capture_output=True, text=True,
                          timeout=900)
     assert out.returncode == 0, (out.stdout[-3000:], out.stderr[-6000:])
     return out
 
 
-def test_ray_train_loop_example_counts_exactly(tmp_path):
+def test_ray_train_loop_example_counts_exactly(local_ray, tmp_path):
     sys.path.insert(0, str(REPO / "platform"))
     import echoray.data as ed
     import echoray.train as et
 
-    run([str(REPO / "examples" / "ray_train_loop.py"), "--out", str(tmp_path / "out")], tmp_path)
+    run([str(REPO / "examples" / "ray_train_loop.py"), "--out", str(tmp_path / "out")], tmp_path, attach=True)
     ranks = [json.loads((tmp_path / "out" / f"rank{r}.json").read_text()) for r in range(2)]
     leader, member = ranks
     assert (leader["member"], leader["reads"], member["member"], member["reads"]) == (0, True, 1, False)

@@ -49,7 +49,7 @@ def reads_from_store(s3_data):
     """160 train images (200 rows, 20% held out) read from the bucket; checkpoints in the run folder."""
     return 160, ["--set", "source.kind=parquet", "--set", f"source.path={s3_data['parquet'][1]}",
                  "--set", "source.limit=160", "--set", "source.max_rows_ahead=32",
-                 "--set", "source.remote.latency_ms=400"]
+                 "--set", "source.remote.latency_ms=150"]
 
 
 def checkpoints_to_store(runs):
@@ -77,6 +77,21 @@ def start(tmp_path, name, source_args):
     wait_for(lambda: alive(lambda: any(ln.startswith("[echoray] epoch   1 ") for ln in d.lines)),
              "the first epoch", timeout_s=120)
     return d, run, client, run_id
+
+
+def checkpoint_index(s3, runs, run, where):
+    """The run's checkpoint index: in the run folder (reads) or in the bucket (checkpoint write)."""
+    if where == "reads":
+        return json.loads((run / "ray" / "train_in_process" / "checkpoints.json").read_text())
+    root = f"{runs.removeprefix('s3://')}/run/train_in_process"
+    return json.loads(s3.filesystem().open_input_stream(f"{root}/checkpoints.json").read())
+
+
+def first_checkpoint_indexed(s3, runs, run, where):
+    try:
+        return len(checkpoint_index(s3, runs, run, where)) >= 1
+    except (FileNotFoundError, json.JSONDecodeError):
+        return False
 
 
 def assert_unfailed_counts(run, client, run_id, n_train, resumes):
@@ -125,6 +140,10 @@ def test_an_outage_longer_than_retry_s_fails_the_run_and_resume_finishes_it(loca
     runs = s3.make_bucket(f"echoray-outage-long-{where.split()[0]}") + "/runs"
     n_train, args = reads_from_store(s3_data) if where == "reads" else checkpoints_to_store(runs)
     d, run, client, run_id = start(tmp_path, "run", args)
+    # the epoch line comes before its checkpoint is indexed: a freeze right after it could
+    # fall before the first index write (seen in CI), leaving no whole checkpoint to check
+    wait_for(lambda: first_checkpoint_indexed(s3, runs, run, where), "the first checkpoint in the index",
+             timeout_s=60)
     with frozen(s3):
         t = time.monotonic()
         rc = d.finish(timeout_s=RETRY_S + 6 * REQUEST_TIMEOUT_S + 30)
@@ -138,11 +157,8 @@ def test_an_outage_longer_than_retry_s_fails_the_run_and_resume_finishes_it(loca
 
     # the checkpoints before the outage are whole; the index names no other
     time.sleep(1)  # requests the frozen server held are answered once it runs again
-    if where == "reads":
-        index = json.loads((run / "ray" / "train_in_process" / "checkpoints.json").read_text())
-    else:
-        fs, root = s3.filesystem(), f"{runs.removeprefix('s3://')}/run/train_in_process"
-        index = json.loads(fs.open_input_stream(f"{root}/checkpoints.json").read())
+    index = checkpoint_index(s3, runs, run, where)
+    if where == "checkpoint write":
         keys = s3.keys(f"{runs}/run/train_in_process")
         for k in index:
             assert {key.split("/", 1)[1] for key in keys if key.startswith(k["name"] + "/")} == CKPT_FILES
