@@ -3,7 +3,6 @@ what --resume reads from a local folder or from the home's URI (the tests' S3 se
 
 import json
 
-import pyarrow.fs as pafs
 import pytest
 
 from echoray.config_load import ConfigError
@@ -28,7 +27,7 @@ def test_the_home_is_a_folder_per_search_inside_the_storage_path(tmp_path):
     d = tmp_path / "digits-search-20260101"
     assert search_home(None, d) is None
     assert search_home("s3://b/searches/", d) == "s3://b/searches/digits-search-20260101"
-    assert tune_storage(None, d) == (str(d.resolve()), None)
+    assert tune_storage(None, d, retry_s=120) == (str(d.resolve()), None)
 
 
 def test_resume_from_a_local_folder(tmp_path):
@@ -56,11 +55,13 @@ def test_resume_from_the_uri_of_a_home_in_the_object_store(s3, tmp_path):
     local = tmp_path / "s"
     state = write_state(local, storage=home)
     claim_home(home)  # empty: a new search may start there
-    publish(home, local / "search.json")
+    publish(home, 0, local / "search.json")
     with pytest.raises(ConfigError, match=r"^train.storage_path: s3://echoray-unit-searches/searches/s already holds"):
-        tune_storage(home, local, new=True)
-    path, fs = tune_storage(home, local)
-    assert path == "echoray-unit-searches/searches/s" and isinstance(fs, pafs.S3FileSystem)
+        tune_storage(home, local, 120, new=True)
+    path, fs = tune_storage(home, local, 120)  # Tune's filesystem: the bucket's, every call retried
+    assert path == "echoray-unit-searches/searches/s" and fs.type_name == "py::retrying+s3"
+    assert fs.get_file_info(f"{path}/search.json").size == (local / "search.json").stat().st_size
+    assert tune_storage(home, local, 0)[1].type_name == "s3"  # storage.retry_s 0: no retries
     run = tmp_path / "trials" / "r0-t0-x"
     run.mkdir(parents=True)
     (run / "summary.json").write_text("{}")

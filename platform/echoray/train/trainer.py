@@ -16,8 +16,10 @@ from ray.train.torch import TorchConfig, TorchTrainer
 
 from echoray.config import PipelineConfig
 from echoray.data.sources import SourceIndex
+from echoray.retrying_fs import retrying
 from echoray.runtime.commit import CommitCallback
 from echoray.runtime.resources import ResourcePlan
+from echoray.storage import is_uri, open_location
 from echoray.train.entry import train_loop_per_worker
 from echoray.train.groups import GroupedDataConfig
 from echoray.train.train_stream import TrainStream
@@ -43,11 +45,23 @@ def data_config(cfg: PipelineConfig) -> DataConfig:
     return DataConfig(datasets_to_split=["train"], execution_options=options)
 
 
+def train_storage(storage: str, retry_s: float):
+    """(storage_path, storage_filesystem) for Ray Train's RunConfig: a folder as it is; an
+    object store URI as its path and a filesystem whose every call waits out an outage for
+    `retry_s` (storage.retry_s; echoray/retrying_fs.py), so the workers' checkpoint uploads
+    and the controller's state writes retry as the in-process checkpoint writes do."""
+    if not is_uri(storage):
+        return storage, None
+    fs, path = open_location(storage, "train.storage_path")
+    return path, retrying(fs, retry_s, f"train.storage_path {storage}")
+
+
 def build_trainer(
     cfg: PipelineConfig, idx: SourceIndex, plan: ResourcePlan, use_gpu: bool, collector, storage: str
 ) -> TorchTrainer:
     """`storage`: where the checkpoints go (echoray.storage.checkpoint_location), a folder or URI."""
     per_worker = {k: v for k, v in plan.per_worker.items() if k != "GPU"}
+    storage_path, storage_fs = train_storage(storage, cfg.storage.retry_s)
     os.environ.setdefault(*HEALTH_CHECK_INTERVAL)  # read from the driver's environment at fit()
     return TorchTrainer(
         train_loop_per_worker,
@@ -61,7 +75,8 @@ def build_trainer(
         dataset_config=data_config(cfg),
         run_config=RunConfig(
             name=TRAIN_RUN_NAME,
-            storage_path=storage,  # a URI is resolved by pyarrow on every node, from its environment
+            storage_path=storage_path,  # the filesystem pickles its endpoint, not credentials: each node reads its own
+            storage_filesystem=storage_fs,
             failure_config=FailureConfig(max_failures=cfg.scaling.max_failures),
             # With the audit on, each checkpoint holds its epochs' audit rows: keep them all.
             checkpoint_config=CheckpointConfig(

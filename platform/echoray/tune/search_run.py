@@ -114,7 +114,7 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
     idx = index_source(cfg.source)  # a missing or empty dataset fails here, before anything starts
     uri = state["tracking_uri"] if state else tracking_uri(cfg)
     check_reachable(uri)
-    storage = tune_storage(home, d, new=state is None)  # a bad bucket or home: exit 2, before anything starts
+    storage = tune_storage(home, d, cfg.storage.retry_s, new=state is None)  # a bad bucket or home: exit 2, before anything starts
     local = start_ray()
     check_shared(home, d, cfg.train.storage_shared)
     base = cfg.model_dump(mode="json")
@@ -139,7 +139,7 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
         write_json_atomic(d / STATE_FILE, {
             "pipeline": pipeline, "config": base, "trials": points.trials, "repeats": points.repeats,
             "parent_run_id": run_id, "tracking_uri": uri, "storage": home})
-        publish(home, d / STATE_FILE)
+        publish(home, cfg.storage.retry_s, d / STATE_FILE)
     for k, v in sharing.tags().items():  # the groups, on the parent run (again on a resume: the same)
         logger.client.set_tag(run_id, k, v)
     say(f"search {d}: {points.trials} trials x {points.repeats} repeats ({points.sequence}, "
@@ -162,7 +162,7 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
         if unfinished:
             raise SearchInterrupted(f"{unfinished} trial(s) unfinished; continue with: echoray tune --resume {home or d}")
         summary = _search_summary(cfg, pipeline, d, run_id, uri, points, concurrency, sharing, records, t0)
-        _write_outputs(summary, d, home, logger)
+        _write_outputs(summary, d, home, cfg.storage.retry_s, logger)
         status = "FINISHED"
         return summary
     except KeyboardInterrupt:
@@ -195,7 +195,7 @@ def _search_summary(cfg: PipelineConfig, pipeline: str, d: Path, run_id: str, ur
     }
 
 
-def _write_outputs(summary: dict[str, Any], d: Path, home: str | None, logger: RunLogger) -> None:
+def _write_outputs(summary: dict[str, Any], d: Path, home: str | None, retry_s: float, logger: RunLogger) -> None:
     """summary.json and the trials plot, to the search folder, MLflow and the search's home
     in the object store (if it has one); the best-trial figures as the parent run's metrics."""
     write_json_atomic(d / "summary.json", summary)
@@ -204,7 +204,7 @@ def _write_outputs(summary: dict[str, Any], d: Path, home: str | None, logger: R
 
     plot_trials(summary, d / "trials.png")
     logger.log_file(d / "trials.png")
-    publish(home, d / "summary.json", d / "trials.png")
+    publish(home, retry_s, d / "summary.json", d / "trials.png")
     fe = summary["fresh_examples_to_target"]
     if fe["n"]:
         logger.log_metrics({"best_fresh_examples_to_target_mean": fe["mean"],

@@ -16,8 +16,9 @@ several nodes (or an autoscaler) is refused with exit 2 naming train.storage_pat
 for training (echoray/storage.unshared_storage): Tune needs storage every node reaches.
 
 The filesystem handed to Tune (RunConfig.storage_filesystem) is the one open_location
-builds from the standard AWS variables, with bounded connect/request timeouts; pyarrow's
-own three tries are kept for it, as Tune's uploads are not under storage.retry_s.
+builds from the standard AWS variables, with bounded connect/request timeouts, and every
+call under storage.retry_s (echoray/retrying_fs.py), as the search's own files are
+(publish) and each trial's run folder (upload_run).
 """
 
 from __future__ import annotations
@@ -30,9 +31,9 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from echoray.config_load import ConfigError
+from echoray.retrying_fs import retrying
 from echoray.storage import (
     StorageError,
-    bounded,
     checkpoint_location,
     is_uri,
     open_location,
@@ -64,26 +65,30 @@ def check_shared(home: str | None, d: Path, declared_shared: bool) -> None:
         raise ConfigError(f"{exc} (a search's experiment and trials too)") from None
 
 
-def tune_storage(home: str | None, d: Path, new: bool = False) -> tuple[str, pafs.FileSystem | None]:
-    """(storage_path, storage_filesystem) for Tune's RunConfig / Tuner.restore. `new`: a new
-    search, whose home must not hold another one (claim_home)."""
+def tune_storage(home: str | None, d: Path, retry_s: float, new: bool = False) -> tuple[str, pafs.FileSystem | None]:
+    """(storage_path, storage_filesystem) for Tune's RunConfig / Tuner.restore, its calls
+    under `retry_s` (storage.retry_s). `new`: a new search, whose home must not hold
+    another one (claim_home)."""
     if home is None:
         return str(d.resolve()), None
     fs, path = _open(home)
     if new:
         claim_home(home)
-    fs = bounded(fs, home, attempts=3)  # pyarrow's standard three tries: Tune's uploads are not under retry_s
-    return path, fs
+    return path, retrying(fs, retry_s, f"{KEY} {home}")
 
 
-def publish(home: str | None, *files: Path) -> None:
-    """Copy the search's own files (search.json, summary.json, trials.png) to its home."""
+def publish(home: str | None, retry_s: float, *files: Path) -> None:
+    """Copy the search's own files (search.json, summary.json, trials.png) to its home,
+    each write waiting out an outage of up to `retry_s` (storage.retry_s)."""
     if home is None:
         return
     fs, path = _open(home)
     for f in files:
-        with fs.open_output_stream(f"{path}/{f.name}") as out:
-            out.write(f.read_bytes())
+        def write(f=f):
+            with fs.open_output_stream(f"{path}/{f.name}") as out:
+                out.write(f.read_bytes())
+
+        RetryPolicy(retry_s).call(write, f"{KEY} {home}/{f.name}")
 
 
 def upload_run(runs_storage: str | None, run_dir: Path, retry_s: float) -> None:
