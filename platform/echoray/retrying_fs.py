@@ -26,6 +26,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from echoray.storage import with_s3_options
 from echoray.storage_retry import RetryPolicy
 
 SPOOL_IN_MEMORY_BYTES = 8 << 20  # objects up to 8 MiB stay in memory on their way; larger ones go to /tmp
@@ -47,11 +48,7 @@ def _foreground_writes(fs: pafs.FileSystem) -> pafs.FileSystem:
     default background writes need an IO thread too, so once every IO thread held a
     file being closed, no upload could run (Tune's experiment sync hung; reproduced by
     tests/unit/test_retrying_fs.py with three files per IO thread)."""
-    if fs.type_name != "s3":
-        return fs
-    options = dict(fs.__reduce__()[1][0])  # its resolved options: endpoint, region, timeouts, tries
-    options["background_writes"] = False
-    return pafs.S3FileSystem(**options)
+    return with_s3_options(fs, background_writes=False)
 
 
 class RetryingHandler(pafs.FileSystemHandler):

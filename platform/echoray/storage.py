@@ -93,14 +93,17 @@ def bounded(fs: pafs.FileSystem, uri: str, attempts: int = 1) -> pafs.FileSystem
     """An S3 filesystem like `fs` (the options from_uri resolved: region, the endpoint of
     AWS_ENDPOINT_URL, credentials) with the module's timeouts and `attempts` tries per call
     (1: storage_retry decides). Other filesystems are returned as they are."""
+    return with_s3_options(fs, connect_timeout=CONNECT_TIMEOUT_S, request_timeout=REQUEST_TIMEOUT_S,
+                           retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=attempts))
+
+
+def with_s3_options(fs: pafs.FileSystem, **changes) -> pafs.FileSystem:
+    """An S3 filesystem like `fs` with `changes` to its options; other filesystems as they are."""
     if fs.type_name != "s3":
         return fs
     # S3FileSystem's pickle arguments are its options; the constructor alone would not read
     # AWS_ENDPOINT_URL (from_uri does), so they are carried over rather than rebuilt.
-    options = dict(fs.__reduce__()[1][0])
-    options.update(connect_timeout=CONNECT_TIMEOUT_S, request_timeout=REQUEST_TIMEOUT_S,
-                   retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=attempts))
-    return pafs.S3FileSystem(**options)
+    return pafs.S3FileSystem(**{**fs.__reduce__()[1][0], **changes})
 
 
 def checkpoint_location(storage_path: str | None, run_dir: Path) -> str:
