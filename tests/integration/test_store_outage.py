@@ -29,10 +29,19 @@ from test_driver_resume import Driver, logged, wait_for
 from echoray.storage import REQUEST_TIMEOUT_S
 
 RETRY_S = 10
-SHORT_S = RETRY_S - 4  # longer than a request's timeout: requests fail and are retried
+# The short outage must outlast any request in flight when the freeze starts, so that one
+# fails and the retry is logged whatever the run was doing. A request waiting for its
+# answer fails after REQUEST_TIMEOUT_S; one whose body was streaming (a checkpoint's part
+# upload, a Parquet GET) after ~10 s, measured: curl's low-speed check averages over its
+# last ~6 s, so the bytes just sent keep the speed above 1 B/s that long, then 3 s more.
+# A 6 s freeze that began mid-upload was waited out by the upload itself, and nothing was
+# logged (CI, 1 run in several). So: 16 s, and a retry_s of 20 for the short case.
+BODY_TIMEOUT_S = 10 + REQUEST_TIMEOUT_S  # the upload fails, then the check of it does
+SHORT_S = BODY_TIMEOUT_S + 3
+SHORT_RETRY_S = SHORT_S + 4
 EPOCHS, BATCH = 8, 32
 CKPT_FILES = {"meta.json", "model.pt", "rank_0.json", "rank_0.pt", "consumed_0.npz"}
-assert REQUEST_TIMEOUT_S + 1 < SHORT_S < RETRY_S
+assert REQUEST_TIMEOUT_S + 1 < RETRY_S and BODY_TIMEOUT_S < SHORT_S < SHORT_RETRY_S
 
 
 @contextlib.contextmanager
@@ -58,13 +67,13 @@ def checkpoints_to_store(runs):
                  "--set", "source.remote.latency_ms=25"]
 
 
-def start(tmp_path, name, source_args):
+def start(tmp_path, name, source_args, retry_s=RETRY_S):
     db = f"sqlite:///{tmp_path / f'{name}.db'}"
     run = tmp_path / name
     d = Driver(["train", *source_args, "--set", "scaling.in_process=true", "--set", f"tracking.uri={db}",
                 "--set", f"train.batch_size={BATCH}", "--set", f"train.max_epochs={EPOCHS}",
                 "--set", "train.target=null", "--set", "train.checkpoint_min_interval_s=0",
-                "--set", f"storage.retry_s={RETRY_S}", "--out", str(run)], tmp_path)
+                "--set", f"storage.retry_s={retry_s}", "--out", str(run)], tmp_path)
     client = MlflowClient(db)
 
     def alive(ready):
@@ -115,7 +124,7 @@ def console_log(run):
 def test_an_outage_shorter_than_retry_s_is_waited_out(local_ray, s3, s3_data, tmp_path, where):
     runs = s3.make_bucket(f"echoray-outage-short-{where.split()[0]}") + "/runs"
     n_train, args = reads_from_store(s3_data) if where == "reads" else checkpoints_to_store(runs)
-    d, run, client, run_id = start(tmp_path, "run", args)
+    d, run, client, run_id = start(tmp_path, "run", args, retry_s=SHORT_RETRY_S)
     with frozen(s3):
         time.sleep(SHORT_S)
         assert d.proc.poll() is None

@@ -86,8 +86,16 @@ class CheckpointStore:
         if self.fs.get_file_info(dest).type != pafs.FileType.NotFound:
             self.fs.delete_dir(dest)
         self.fs.create_dir(dest)
-        pafs.copy_files(str(local_dir), dest, source_filesystem=pafs.LocalFileSystem(),
-                        destination_filesystem=self.fs)
+        # One stream per file, closed here: pafs.copy_files ignores an upload that fails at
+        # close ("Error ignored when destroying file", pyarrow 25: a part upload timed out
+        # against a frozen store, and copy_files returned as if it had succeeded).
+        for p in sorted(local_dir.rglob("*")):
+            rel = p.relative_to(local_dir).as_posix()
+            if p.is_dir():
+                self.fs.create_dir(f"{dest}/{rel}")
+            else:
+                with self.fs.open_output_stream(f"{dest}/{rel}") as out:
+                    out.write(p.read_bytes())
         self._check_upload(local_dir, dest)
 
     def _check_upload(self, local_dir: Path, dest: str) -> None:
