@@ -164,10 +164,16 @@ def cluster():
     try:
         # Every port it was given listens (the agents register a few seconds after the GCS).
         wanted = {ports["gcs"], ports["object_manager"], ports["dashboard"], *agents.values()}
-        _wait(lambda: wanted <= {port for s in listening(head.pid).values() for _, port in s}, 120,
-              "the head's ports", head)
-        _wait(lambda: _get(f"{dash}/api/version")[0] == 401, 60, "the dashboard", head)
-        _wait(lambda: mlflow_up(ip, ports["mlflow"]), 120, "the MLflow server", mlflow)
+        try:
+            _wait(lambda: wanted <= {port for s in listening(head.pid).values() for _, port in s}, 120,
+                  "the head's ports", head)
+            _wait(lambda: _get(f"{dash}/api/version")[0] == 401, 60, "the dashboard", head)
+            _wait(lambda: mlflow_up(ip, ports["mlflow"]), 120, "the MLflow server", mlflow)
+        except (AssertionError, TimeoutError) as exc:  # the servers' own words, before tmp is removed
+            for f in logs.values():
+                f.flush()
+            said = "\n".join(f"--- {n}.log:\n{(tmp / f'{n}.log').read_text()[-3000:]}" for n in logs)
+            raise AssertionError(f"{exc}\n{said}") from None
         yield {"head": head, "mlflow": mlflow, "ip": ip, "ports": ports, "agents": agents, "env": env,
                "token": token.read_text(), "dashboard": dash, "home": home, "tmp": tmp}
     finally:

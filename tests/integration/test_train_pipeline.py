@@ -110,16 +110,21 @@ def test_pipeline_reads_the_right_pixels_for_each_sample_id(local_ray, tmp_path)
         {(e, i): 1 for e in range(2) for i in range(100)})
 
 
-def test_each_actor_call_leaves_the_actor_as_its_own_block(local_ray):
+@pytest.mark.parametrize("floor", [0, None])
+def test_each_actor_call_leaves_the_actor_as_its_own_block(local_ray, monkeypatch, floor):
     """A read-plan block of many actor calls reaches the consumer as one block per call,
     not one per task (data/output_blocks.py): digits over 2 epochs, 16-sample chunks, 8
-    chunks a call, plan blocks of 45 chunks (the first two of 8): output blocks = calls
-    exactly, and every row of both epochs exactly once."""
+    chunks a call, plan blocks of 45 chunks (the first two of 8): with no floor on a
+    block's size, output blocks = calls exactly; with the 1 MiB floor, one block per plan
+    block (a task's 720 rows are 219 KB); every row of both epochs exactly once."""
     import math
 
+    from echoray.data import output_blocks
     from echoray.data.pipeline import build_train_dataset, plan_block_chunks
     from echoray.data.plan import block_starts
 
+    if floor is not None:
+        monkeypatch.setattr(output_blocks, "MIN_BLOCK_BYTES", floor)  # read in this process
     cfg = load_config(None, ["source.chunk_size=16", "train.max_epochs=2", "preprocess.batch_size=128"])
     idx = index_source(cfg.source)
     n_chunks = math.ceil(len(idx.train_ids) / 16)
@@ -130,7 +135,7 @@ def test_each_actor_call_leaves_the_actor_as_its_own_block(local_ray):
     calls = int(sum(math.ceil(s / 8) for s in sizes))
     assert block == 45 and list(sizes[:3]) == [8, 8, 45] and calls > len(sizes)
     ds = build_train_dataset(cfg, idx).materialize()
-    assert ds.num_blocks() == calls
+    assert ds.num_blocks() == (calls if floor == 0 else len(sizes))
     rows = ds.take_all()
     assert Counter((int(r["epoch"]), int(r["sample_id"])) for r in rows) == Counter(
         {(e, int(i)): 1 for e in range(2) for i in idx.train_ids})

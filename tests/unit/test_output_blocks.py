@@ -1,4 +1,5 @@
-"""The target size of the blocks leaving a preprocessing actor: just under one call's rows."""
+"""The target size of the blocks leaving a preprocessing actor: just under one call's rows,
+and never under MIN_BLOCK_BYTES."""
 
 from pathlib import Path
 
@@ -7,6 +8,7 @@ import numpy as np
 from echoray.config_load import load_config
 from echoray.data.output_blocks import (
     DEFAULT_TARGET,
+    MIN_BLOCK_BYTES,
     call_block_target,
     pipeline_block_target,
     row_bytes,
@@ -16,9 +18,11 @@ from echoray.data.sources import SourceIndex
 IMAGENET = str(Path(__file__).resolve().parents[2] / "pipelines" / "imagenet_resnet50.yaml")
 
 
-def test_call_block_target_is_nine_tenths_of_one_calls_rows():
+def test_call_block_target_is_nine_tenths_of_one_calls_rows_and_at_least_the_floor():
     assert row_bytes(16, 1) == 256 + 48
-    assert call_block_target(128, 16, 1) == int(0.9 * 128 * 304)  # digits: 35,020 bytes
+    assert MIN_BLOCK_BYTES == 1024 * 1024
+    assert call_block_target(128, 16, 1) == MIN_BLOCK_BYTES  # digits: one call is 35,020 bytes
+    assert call_block_target(4096, 16, 1) == int(0.9 * 4096 * 304)  # 1.12 MB: over the floor
     assert call_block_target(64, 224, 3) == int(0.9 * 64 * (224 * 224 * 3 + 48))
     assert call_block_target(10**6, 224, 3) == DEFAULT_TARGET  # never above Ray Data's default
     assert call_block_target(128, None, 3) is None and call_block_target(0, 16, 1) is None
