@@ -2,13 +2,45 @@
 
 from __future__ import annotations
 
+import random
 import socket
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 
+# Below the kernel's ephemeral range (ip_local_port_range, 32768-60999 here) and above Ray's
+# worker ports (10002-19999 by default): a port handed out here is not taken meanwhile by
+# an outgoing connection or by a port a server picks with bind(0).
+PORTS = range(20000, 32768)
+_given: set[int] = set()
+
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port nothing listens on or is connected from, on any address, never handed out
+    before by this process. The port is only reserved by being outside the ranges the
+    kernel and Ray draw from: ports picked with bind(("127.0.0.1", 0)) came from the
+    ephemeral range, where Ray's own bind(0) choices and the cluster's outgoing connections
+    also draw, and a head given nine such ports for its agents is what the exposure test
+    starts; one such head exited 1 in a suite run here (with --block, `ray start` exits when
+    a subprocess dies, as an agent does that cannot bind its port). A port free on
+    127.0.0.1 alone could also be in use on the node's own address, where agents listen."""
+    rng = random.SystemRandom()
+    for _ in range(10_000):
+        port = rng.choice(PORTS)
+        if port in _given or not _bindable(port):
+            continue
+        _given.add(port)
+        return port
+    raise RuntimeError(f"no free TCP port in {PORTS.start}-{PORTS.stop - 1}")
+
+
+def _bindable(port: int) -> bool:
+    for family, host in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")):
+        try:
+            with socket.socket(family) as s:
+                s.bind((host, port))
+        except OSError as exc:
+            if family == socket.AF_INET6 and exc.errno in (97, 99):  # no IPv6 on this machine
+                continue
+            return False
+    return True

@@ -106,6 +106,20 @@ def with_s3_options(fs: pafs.FileSystem, **changes) -> pafs.FileSystem:
     return pafs.S3FileSystem(**{**fs.__reduce__()[1][0], **changes})
 
 
+def upload_folder(fs: pafs.FileSystem, local_dir: Path, dest: str) -> None:
+    """Every file under `local_dir` to `dest` on `fs`, one output stream per file, closed
+    here so that a failed upload raises. pafs.copy_files ignores an upload that fails at
+    close (pyarrow 25: "Error ignored when destroying file" after a part upload timed out
+    against a frozen store, measured; copy_files then returned as if it had succeeded)."""
+    for p in sorted(local_dir.rglob("*")):
+        rel = p.relative_to(local_dir).as_posix()
+        if p.is_dir():
+            fs.create_dir(f"{dest}/{rel}")
+        else:
+            with fs.open_output_stream(f"{dest}/{rel}") as out:
+                out.write(p.read_bytes())
+
+
 def checkpoint_location(storage_path: str | None, run_dir: Path) -> str:
     """Where Ray Train keeps this run's checkpoints: `train.storage_path/<run folder name>`
     (runs sharing a bucket never share a folder), or, by default, the run folder itself."""

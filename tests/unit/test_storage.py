@@ -14,6 +14,7 @@ from echoray.storage import (
     network_mount,
     open_location,
     unshared_storage,
+    upload_folder,
 )
 
 MOUNTS = [("/", "ext4"), ("/mnt", "ext4"), ("/mnt/nfs", "nfs4"), ("/mnt/nfs/local", "xfs"),
@@ -74,3 +75,35 @@ def test_object_store_errors_name_the_uri(s3, monkeypatch):
 def test_local_paths_open_without_a_check(tmp_path):
     fs, path = open_location(str(tmp_path / "absent"), "k")
     assert path == str(Path(tmp_path / "absent")) and fs.type_name == "local"
+
+
+def test_upload_folder_copies_every_file_and_raises_when_a_close_fails(s3, tmp_path):
+    """Nested files land whole in the bucket; an upload that fails at close raises (pyarrow's
+    copy_files logged such a failure and returned as if the copy had succeeded)."""
+    src = tmp_path / "ckpt"
+    (src / "sub").mkdir(parents=True)
+    (src / "model.pt").write_bytes(b"m" * 70_000)
+    (src / "sub" / "rank_0.json").write_text("{}")
+    bucket = s3.make_bucket("echoray-upload-folder")
+    fs, path = open_location(f"{bucket}/runs", "train.storage_path")
+    upload_folder(fs, src, f"{path}/checkpoint_000001")
+    assert sorted(s3.keys(f"{bucket}/runs")) == ["checkpoint_000001/model.pt", "checkpoint_000001/sub/rank_0.json"]
+
+    class FailsAtClose:  # a store that stops answering as each upload ends
+        def create_dir(self, path):
+            pass
+
+        def open_output_stream(self, path):
+            class Stream:
+                def __enter__(self):
+                    return self
+
+                def write(self, data):
+                    return len(data)
+
+                def __exit__(self, *exc):
+                    raise OSError("AWS Error NETWORK_CONNECTION during UploadPart operation: curlCode: 28")
+            return Stream()
+
+    with pytest.raises(OSError, match="UploadPart"):
+        upload_folder(FailsAtClose(), src, "bucket/dest")

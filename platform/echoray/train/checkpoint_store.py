@@ -29,7 +29,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from echoray.storage import open_location
+from echoray.storage import open_location, upload_folder
 from echoray.storage_retry import RetryPolicy, Transient
 
 DIR = "train_in_process"
@@ -86,16 +86,7 @@ class CheckpointStore:
         if self.fs.get_file_info(dest).type != pafs.FileType.NotFound:
             self.fs.delete_dir(dest)
         self.fs.create_dir(dest)
-        # One stream per file, closed here: pafs.copy_files ignores an upload that fails at
-        # close ("Error ignored when destroying file", pyarrow 25: a part upload timed out
-        # against a frozen store, and copy_files returned as if it had succeeded).
-        for p in sorted(local_dir.rglob("*")):
-            rel = p.relative_to(local_dir).as_posix()
-            if p.is_dir():
-                self.fs.create_dir(f"{dest}/{rel}")
-            else:
-                with self.fs.open_output_stream(f"{dest}/{rel}") as out:
-                    out.write(p.read_bytes())
+        upload_folder(self.fs, local_dir, dest)
         self._check_upload(local_dir, dest)
 
     def _check_upload(self, local_dir: Path, dest: str) -> None:

@@ -38,6 +38,7 @@ from echoray.storage import (
     is_uri,
     open_location,
     require_shared_storage,
+    upload_folder,
 )
 from echoray.storage_retry import RetryPolicy
 
@@ -101,9 +102,7 @@ def upload_run(runs_storage: str | None, run_dir: Path, retry_s: float) -> None:
     where = f"{KEY} {runs_storage}/{run_dir.name}"
     try:
         fs, path = open_location(runs_storage, KEY)
-        RetryPolicy(retry_s).call(lambda: pafs.copy_files(
-            str(run_dir), f"{path}/{run_dir.name}", source_filesystem=pafs.LocalFileSystem(),
-            destination_filesystem=fs), where)
+        RetryPolicy(retry_s).call(lambda: upload_folder(fs, run_dir, f"{path}/{run_dir.name}"), where)
     except Exception as exc:  # noqa: BLE001 - see the docstring
         logging.getLogger("echoray.storage").warning("%s: the trial's run folder was not copied: %s", where, exc)
 
