@@ -46,8 +46,8 @@ def test_sigterm_at_a_random_moment_exits_143_with_the_run_killed(local_ray, tmp
         pytest.skip("the run finished before the signal")
     assert rc == 143, d.output[-4000:]
     assert "echoray: interrupted" in d.output
-    if kind != "search":  # a search prints no resume command yet (issue 28: left)
-        assert "--resume" in d.output
+    resume = f"echoray tune --resume {out}" if kind == "search" else f"echoray train --resume {out}"
+    assert resume in d.output, d.output[-4000:]
     client = MlflowClient(db)
     runs = [r for e in client.search_experiments() for r in client.search_runs([e.experiment_id])]
     assert runs and {r.info.status for r in runs} <= {"KILLED", "FINISHED"}, [r.info.status for r in runs]

@@ -165,9 +165,12 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
         _write_outputs(summary, d, home, cfg.storage.retry_s, logger)
         status = "FINISHED"
         return summary
-    except KeyboardInterrupt:
+    except SearchInterrupted:
         status = "KILLED"
         raise
+    except KeyboardInterrupt as exc:  # SIGTERM (raised where the main thread was) or a second Ctrl-C
+        status = "KILLED"
+        raise SearchInterrupted(f"continue with: echoray tune --resume {home or d}") from exc
     finally:
         report = sharing.finish(hubs, d)
         if report is not None:

@@ -18,7 +18,7 @@ from echoray.config_load import ConfigError, validate
 from echoray.messages import say
 from echoray.summary import write_json_atomic
 from echoray.tracking import RunLogger, check_reachable, tracking_uri
-from echoray.tune.search_run import STATE_FILE, run_search
+from echoray.tune.search_run import STATE_FILE, SearchInterrupted, run_search
 from echoray.tune.trial import set_dotted
 from echoray.tune.variants import Variant, parse_variants
 
@@ -91,8 +91,8 @@ def run_study(cfg: PipelineConfig | None, pipeline: str, variant_names: list[str
         report = write_report(d)
         status = "FINISHED"
         return report
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # a variant's search says how to resume it; the study is resumed whole
         status = "KILLED"
-        raise
+        raise SearchInterrupted(f"continue with: echoray study --resume {d}") from exc
     finally:
         logger.end(status)
