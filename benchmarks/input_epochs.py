@@ -15,13 +15,13 @@ Used by input_pipeline.py (--parts epochs); the DataLoader arm runs in a subproc
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from common import settled_load
 
 SEED = 0  # the DataLoader's torch seed; echoray's is the pipeline's seed (0)
 
@@ -111,7 +111,7 @@ def compare_epochs(root: Path, cfg, repeats: int, seconds: float) -> dict:
     runs: dict[str, list] = {"dataloader": [], "echoray": []}
     for rep in range(repeats):
         for arm in (("dataloader", "echoray") if rep % 2 == 0 else ("echoray", "dataloader")):
-            load = os.getloadavg()[0]
+            load = settled_load()[0]  # the previous arm wound down (common.settled_load)
             if arm == "dataloader":
                 out = subprocess.run([sys.executable, str(Path(__file__).parent / "input_pipeline.py"),
                                       "--dataloader-epochs", str(root), "--seconds", str(seconds)],
@@ -119,7 +119,7 @@ def compare_epochs(root: Path, cfg, repeats: int, seconds: float) -> dict:
                 r = json.loads(out.stdout.strip().splitlines()[-1])
             else:
                 r = echoray_epochs(cfg, seconds)
-            r.update(load_avg_1m_start=load, load_avg_1m_end=os.getloadavg()[0])
+            r.update(load_avg_1m_start=load, load_avg_1m_end=settled_load()[0])  # after its own processes ended
             runs[arm].append(r)
             print("epochs", arm, json.dumps(r), flush=True)
     med = {arm: {k: float(np.median([x[k] for x in rs if x.get(k) is not None] or [np.nan]))

@@ -42,7 +42,7 @@ from pathlib import Path
 import actor_cost
 import input_epochs
 import numpy as np
-from common import REPO, RESULTS, PeakMemory, load_avg, save
+from common import REPO, RESULTS, PeakMemory, load_avg, save, settled_load
 from jpeg_set import jpeg_folder
 
 IMAGENET_TRAIN = 1_281_167
@@ -138,7 +138,7 @@ def compare(root: Path, repeats: int, seconds: float) -> dict:
     for rep in range(repeats):
         order = names[rep % len(names):] + names[: rep % len(names)]  # rotate: drift hits every arm
         for what in order:
-            load = os.getloadavg()[0]
+            load = settled_load()[0]  # the previous arm's processes wound down: no arm starts on another's load
             if ARMS[what] is None:
                 out = subprocess.run([sys.executable, __file__, "--dataloader", str(root), "--seconds",
                                       str(seconds)], capture_output=True, text=True, check=True)
@@ -165,6 +165,7 @@ def concurrency(root: Path, seconds: float) -> dict:
 
     out = {}
     for c in (1, 4, 16, 64):
+        settled_load()
         r = bench_input(echoray_cfg(root, f"source.read_concurrency={c}", "source.remote={latency_ms: 20}"),
                         seconds)
         out[c] = {"examples_per_s": r["examples_per_s"], "load_avg_1m": os.getloadavg()[0]}
