@@ -22,10 +22,11 @@
    DataLoader interleaved; decode_limit: simplejpeg's full decode alone on the same
    files (images per CPU-second), the ceiling for both.
 
-    .venv/bin/python benchmarks/input_pipeline.py [--files 2000] [--repeats 2] [--parts single,actor,compare,concurrency,index,epochs]
+    .venv/bin/python benchmarks/input_pipeline.py [--files 2000] [--repeats 2] [--parts single,actor,compare,concurrency,index,epochs] [--name input_pipeline]
 
-Writes benchmarks/results/input_pipeline.json (with the commit, the seeds, the load at
-start and end). The machine is shared: compare ratios.
+Writes benchmarks/results/NAME.json (input_pipeline.json by default; with the commit, the
+seeds, the load at start and end, every part and arm starting on a settled load). The
+machine is shared: compare ratios.
 """
 
 from __future__ import annotations
@@ -273,6 +274,8 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--seconds", type=float, default=30.0, help="measured time per run after its first batch")
     p.add_argument("--parts", default="single,actor,compare,concurrency,index,epochs")
+    p.add_argument("--name", default="input_pipeline",
+                   help="results file stem; a run of some parts keeps the others' figures from the same file")
     p.add_argument("--dataloader", metavar="ROOT", help=argparse.SUPPRESS)
     p.add_argument("--dataloader-epochs", metavar="ROOT", help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -284,6 +287,7 @@ def main() -> None:
         return
     from echoray.runtime.session import start_ray
 
+    load_start = settled_load()  # a previous benchmark's processes wound down
     root = jpeg_folder(a.files)
     sizes = [f.stat().st_size for f in root.rglob("*.JPEG")]
     os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
@@ -293,8 +297,9 @@ def main() -> None:
     parts = a.parts.split(",")
 
     def part(fn, *args) -> dict:  # each part records its own load: a later run of other parts keeps it
-        load0 = os.getloadavg()
-        return {**fn(*args), "load_avg": load_avg(load0)}
+        load0 = settled_load()  # the previous part's processes wound down (common.settled_load)
+        out = fn(*args)
+        return {**out, "load_avg": load_avg(load0, settled_load())}
 
     if "single" in parts:
         result["single_thread"] = part(single_thread, root)
@@ -311,10 +316,10 @@ def main() -> None:
     if "epochs" in parts:
         result["epochs"] = part(input_epochs.compare_epochs, root, echoray_cfg(root),
                                 a.repeats, a.seconds)
-    previous = RESULTS / "input_pipeline.json"  # a run of some parts keeps the others' figures
+    previous = RESULTS / f"{a.name}.json"  # a run of some parts keeps the others' figures
     old = json.loads(previous.read_text()) if previous.exists() else {}
     old = {k: v for k, v in old.items() if k not in ("load_avg_start", "load_avg_end", "load_avg", "provenance")}
-    print(save("input_pipeline", {**old, **result}, a))
+    print(save(a.name, {**old, **result}, a, start_load=load_start, end_load=settled_load()))
 
 
 if __name__ == "__main__":
