@@ -93,9 +93,10 @@ def input_compare(tree: Path) -> dict:
     c = result(tree, "input_pipeline")["compare"]
     runs = c["runs"]
     # keys without "load": a load checker reads any key naming it as a load average
-    return {"echoray_vs_torch_baseline": c["echoray_vs_dataloader"]["median"],
+    base = "torch_baseline" if "torch_baseline" in runs else "dataloader"  # "dataloader": a commit before the rename
+    return {"echoray_vs_torch_baseline": c[f"echoray_vs_{base}"]["median"],
             "echoray_examples_per_s": runs["echoray"][0]["examples_per_s"],
-            "torch_baseline_examples_per_s": runs["dataloader"][0]["examples_per_s"],
+            "torch_baseline_examples_per_s": runs[base][0]["examples_per_s"],
             "echoray_first_batch_s": runs["echoray"][0]["first_batch_s"]}
 
 
