@@ -110,7 +110,10 @@ def upload_folder(fs: pafs.FileSystem, local_dir: Path, dest: str) -> None:
     """Every file under `local_dir` to `dest` on `fs`, one output stream per file, closed
     here so that a failed upload raises. pafs.copy_files ignores an upload that fails at
     close (pyarrow 25: "Error ignored when destroying file" after a part upload timed out
-    against a frozen store, measured; copy_files then returned as if it had succeeded)."""
+    against a frozen store, measured; copy_files then returned as if it had succeeded).
+    `dest` and its subfolders are made first, as copy_files made them (a local or mounted
+    `dest` needs them; on an object store they are no objects of their own)."""
+    fs.create_dir(dest)
     for p in sorted(local_dir.rglob("*")):
         rel = p.relative_to(local_dir).as_posix()
         if p.is_dir():

@@ -88,9 +88,13 @@ def test_upload_folder_copies_every_file_and_raises_when_a_close_fails(s3, tmp_p
     fs, path = open_location(f"{bucket}/runs", "train.storage_path")
     upload_folder(fs, src, f"{path}/checkpoint_000001")
     assert sorted(s3.keys(f"{bucket}/runs")) == ["checkpoint_000001/model.pt", "checkpoint_000001/sub/rank_0.json"]
+    local, _ = open_location(str(tmp_path / "shared"), "train.storage_path")  # a mount: folders made too
+    upload_folder(local, src, str(tmp_path / "shared" / "trials" / "r0-t0"))
+    assert sorted(str(p.relative_to(tmp_path / "shared")) for p in (tmp_path / "shared").rglob("*") if p.is_file()) \
+        == ["trials/r0-t0/model.pt", "trials/r0-t0/sub/rank_0.json"]
 
     class FailsAtClose:  # a store that stops answering as each upload ends
-        def create_dir(self, path):
+        def create_dir(self, path, recursive=True):
             pass
 
         def open_output_stream(self, path):

@@ -85,7 +85,6 @@ class CheckpointStore:
         # A save of this number that never reached the index (or a try cut short) is replaced.
         if self.fs.get_file_info(dest).type != pafs.FileType.NotFound:
             self.fs.delete_dir(dest)
-        self.fs.create_dir(dest)
         upload_folder(self.fs, local_dir, dest)
         self._check_upload(local_dir, dest)
 

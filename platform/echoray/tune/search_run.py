@@ -66,7 +66,8 @@ def warm_trial_resources(cfg: PipelineConfig) -> dict[str, float] | None:
 
 
 class SearchInterrupted(KeyboardInterrupt):
-    """Tune stopped before every trial ended (Ctrl-C); the folder can be resumed."""
+    """A search (or study) stopped before every trial ended, by Ctrl-C or SIGTERM; its
+    message names the command that resumes the folder."""
 
 
 def search_dir(cfg: PipelineConfig, out: str | None) -> Path:
