@@ -9,6 +9,15 @@ JPEGs (benchmarks/jpeg_set.py), one thread, images/s:
     simplejpeg full 1010, 1/2 1150, 1/4 1220.
 simplejpeg's full decode is 3x PIL's (PIL converts through its own buffers), and
 at these file sizes Huffman decoding dominates, so DCT scaling adds only 10-20%.
+
+The crop's resize (`resize_box`) is OpenCV's bilinear warpAffine of the exact float box.
+After the DCT scaling a random-resized crop shrinks by at most 1.56x (0.54-1.56, median
+1.11, on those files), where a bilinear sample needs no antialiasing; PIL's antialiased
+resize of the same boxes cost as much CPU as the decode itself (benchmarks/actor_cost.py,
+same process, same 256 crops, resizes per CPU-second: PIL 1095, cv2.warpAffine 2708,
+cv2.resize of the box rounded to whole pixels 6313; mean pixel difference from PIL 1.0
+for warpAffine, 2.9 for the rounded box). A box shrunk more than MAX_BILINEAR_SHRINK
+(a large PNG to a small square) keeps PIL's antialiased resize.
 """
 
 from __future__ import annotations
@@ -16,6 +25,7 @@ from __future__ import annotations
 import io
 import math
 
+import cv2
 import numpy as np
 import simplejpeg
 from PIL import Image, UnidentifiedImageError
@@ -23,6 +33,8 @@ from PIL import Image, UnidentifiedImageError
 from echoray.data.sources.base import SourceError
 
 _DECODE_ERRORS = (UnidentifiedImageError, OSError, ValueError, TypeError)  # TypeError: a null cell
+MAX_BILINEAR_SHRINK = 2.0  # beyond it a bilinear sample skips pixels: PIL's antialiased resize
+cv2.setNumThreads(1)  # one image per call: an actor's parallelism is its reads in flight, not cv2's pool
 
 
 def resize_batch(images: np.ndarray, size: int | None) -> np.ndarray:
@@ -67,13 +79,29 @@ def decode_scaled(data: bytes, min_w: int = 0, min_h: int = 0, channels: int = 3
     return arr[:, :, None] if arr.ndim == 2 else arr
 
 
-def resize_box(arr: np.ndarray, box: tuple[float, float, float, float], out: tuple[int, int]) -> np.ndarray:
-    """Crop box (x0, y0, x1, y1, float pixels) of arr, resized to out (w, h): one antialiased
-    bilinear pass (PIL's resize with box), no intermediate crop copy."""
+def resize_box(arr: np.ndarray, box: tuple[float, float, float, float], out: tuple[int, int],
+               mirror: bool = False) -> np.ndarray:
+    """Crop box (x0, y0, x1, y1, float pixels) of arr, resized to out (w, h) in one bilinear
+    pass with no intermediate crop copy, mirrored left-right when `mirror`; contiguous
+    H x W x C uint8. Pixel centres align as in PIL's box resize (output pixel d samples the
+    box at x0 + (d + 0.5) * scale); edge pixels repeat past the image's border."""
+    x0, y0, x1, y1 = box
+    sx, sy = (x1 - x0) / out[0], (y1 - y0) / out[1]
+    if max(sx, sy) > MAX_BILINEAR_SHRINK:
+        res = _antialiased(arr, box, out)
+    else:
+        m = np.array([[sx, 0.0, x0 + 0.5 * sx - 0.5], [0.0, sy, y0 + 0.5 * sy - 0.5]])
+        res = cv2.warpAffine(arr, m, out, flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+                             borderMode=cv2.BORDER_REPLICATE)
+    if mirror:
+        res = cv2.flip(res, 1)  # the flip op's exact mirror, contiguous (a [:, ::-1] view is not)
+    return res[:, :, None] if res.ndim == 2 else res
+
+
+def _antialiased(arr: np.ndarray, box: tuple[float, float, float, float], out: tuple[int, int]) -> np.ndarray:
     mode = "L" if arr.shape[2] == 1 else "RGB"
     img = Image.fromarray(arr[:, :, 0] if mode == "L" else arr, mode)
-    res = np.asarray(img.resize(out, Image.BILINEAR, box=box), dtype=np.uint8)
-    return res[:, :, None] if res.ndim == 2 else res
+    return np.asarray(img.resize(out, Image.BILINEAR, box=box), dtype=np.uint8)
 
 
 def _fit_square(arr: np.ndarray, size: int) -> np.ndarray:
@@ -97,15 +125,16 @@ def decode_one(data: bytes, size: int | None, channels: int, name: str) -> np.nd
         raise BadImage(name, str(exc)) from exc
 
 
-def decode_crop(data: bytes, box_of, size: int, channels: int, name: str) -> np.ndarray:
+def decode_crop(data: bytes, box_of, size: int, channels: int, name: str, mirror: bool = False) -> np.ndarray:
     """Decode only as finely as a crop needs: box_of(w, h) -> (x0, y0, cw, ch) in full-image
-    pixels; the crop is resized to size x size (a random-resized crop of the full image)."""
+    pixels; the crop is resized to size x size (a random-resized crop of the full image),
+    mirrored left-right when `mirror`."""
     try:
         w, h = image_size_of(data)
         x0, y0, cw, ch = box_of(w, h)
         arr = decode_scaled(data, math.ceil(w * size / cw), math.ceil(h * size / ch), channels)
         sx, sy = arr.shape[1] / w, arr.shape[0] / h
-        return resize_box(arr, (x0 * sx, y0 * sy, (x0 + cw) * sx, (y0 + ch) * sy), (size, size))
+        return resize_box(arr, (x0 * sx, y0 * sy, (x0 + cw) * sx, (y0 + ch) * sy), (size, size), mirror)
     except _DECODE_ERRORS as exc:
         raise BadImage(name, str(exc)) from exc
 

@@ -61,8 +61,8 @@ def crop_decoder(keys: np.ndarray, op: AugmentOp, channels: int, flip: AugmentOp
     mirrored = flip_mask(keys, FLIP_OP_INDEX, flip.p) if flip is not None else None
 
     def decode(pos: int, data: bytes, name: str) -> np.ndarray:
-        img = decode_crop(data, lambda w, h: box_at(draws, pos, w, h), op.size, channels, name)
-        return img[:, ::-1] if mirrored is not None and mirrored[pos] else img
+        mirror = mirrored is not None and bool(mirrored[pos])
+        return decode_crop(data, lambda w, h: box_at(draws, pos, w, h), op.size, channels, name, mirror)
 
     return decode
 
