@@ -6,10 +6,8 @@ is read exactly once per epoch, and (seed, epoch) alone decides the order.
 """
 
 import numpy as np
-import pytest
 
 from echoray.config import AugmentOp, PipelineConfig, SourceConfig
-from echoray.config_load import load_config
 from echoray.data.fixtures import decode_id, write_image_folder
 from echoray.data.plan import ChunkMap, block_starts, num_chunks, read_plan, sample_order
 from echoray.data.preprocess_args import preprocess_args
@@ -107,20 +105,3 @@ def test_block_chunks_cap():
     assert plan_block_chunks(1710, 2) == 214  # chunked sources: 4 blocks per actor over the plan
     assert plan_block_chunks(1710, 2, max_chunks=16) == 16  # file-by-file sources: 8 actor calls a block
     assert plan_block_chunks(10, 32, max_chunks=16) == 1
-
-
-@pytest.mark.parametrize("batch, actors, chunk, per_call, want", [
-    (64, 2, 32, 2, 1),    # the ImageNet-like stream: two calls of 32 images, one per actor
-    (64, 1, 16, 8, 4),    # one actor makes the whole first batch: 4 chunks of 16
-    (256, 2, 32, 2, 2),   # a share above one call is capped at one call
-    (8, 4, 32, 2, 1),     # a share under one chunk is one chunk
-    (100, 3, 16, 8, 3),   # 100 rows over 3 actors: 34 each, 3 chunks of 16
-])
-def test_first_blocks_hold_each_actors_share_of_the_first_batch(batch, actors, chunk, per_call, want):
-    from echoray.data.pipeline import first_block_chunks
-
-    cfg = load_config(None, [f"train.batch_size={batch}", f"source.chunk_size={chunk}",
-                             f"preprocess.actors={{min_size: 1, max_size: {actors}, num_cpus: 1.0}}"])
-    got = first_block_chunks(cfg, per_call)
-    assert got == want
-    assert got * chunk * actors >= min(batch, per_call * chunk * actors)  # the share covers the batch, or a call each

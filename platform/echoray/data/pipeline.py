@@ -16,7 +16,7 @@ from ray.data import ActorPoolStrategy
 from echoray.config import PipelineConfig
 from echoray.data.output_blocks import pipeline_block_target
 from echoray.data.plan import num_chunks, plan_chunks, read_plan  # noqa: F401 - num_chunks re-exported
-from echoray.data.preprocess_args import chunks_per_call, preprocess_args
+from echoray.data.preprocess_args import preprocess_args
 from echoray.data.sources import SourceIndex
 from echoray.data.stages import Preprocess
 from echoray.echo_plan import shuffle_buffer_rows
@@ -28,16 +28,6 @@ def plan_block_chunks(planned_chunks: int, max_actors: int, max_chunks: int = 40
     busy): at least 4 blocks per actor over the plan, at most 4096 chunks a block (each
     block costs Ray Data a metadata task when the Dataset is made), at most `max_chunks`."""
     return max(1, min(4096, max_chunks, -(-planned_chunks // (4 * max_actors))))
-
-
-def first_block_chunks(cfg: PipelineConfig, per_call: int) -> int:
-    """Chunks in each of the plan's first blocks: a worker's first batch shared out over
-    the actors, so each actor's first call is only its share (at most one call). A map
-    task emits its rows when it ends: with 2 actors and batches of 64 the first batch waits
-    for two calls of 32 images made at once, not one of 64. Later calls leave the actor one
-    block each (data/output_blocks.py), so the other workers' first batches follow call by call."""
-    share = -(-cfg.train.batch_size // (cfg.preprocess.actors.max_size * cfg.source.chunk_size))
-    return max(1, min(per_call, share))
 
 
 def rows_ahead_floor(cfg: PipelineConfig, block_rows: int) -> int:
@@ -53,7 +43,7 @@ def build_train_dataset(cfg: PipelineConfig, idx: SourceIndex, collector=None, f
     n_chunks = plan_chunks(idx, cfg.source.chunk_size)
     a = cfg.preprocess.actors
     planned = n_chunks * max(0, cfg.train.max_epochs - first_epoch)
-    per_call = chunks_per_call(cfg)
+    per_call = max(1, cfg.preprocess.batch_size // cfg.source.chunk_size)
     # A source read file by file decodes photos: a block of 214 chunks (6,848 images, 2 actors,
     # 600 files x 90 epochs) was a minute of one core, its rows leaving in 128 MiB pieces
     # (~850 images) and batches arriving in bursts; at most 8 actor calls a block there.
@@ -62,10 +52,10 @@ def build_train_dataset(cfg: PipelineConfig, idx: SourceIndex, collector=None, f
     if cfg.source.max_rows_ahead:  # a map task emits its rows when it ends: keep tasks small
         block_chunks = min(block_chunks, per_call)
         max_ahead = max(cfg.source.max_rows_ahead, rows_ahead_floor(cfg, block_chunks * cfg.source.chunk_size))
-    # Two small blocks per actor first (first_block_chunks): a map task emits its rows when
-    # it ends, so the first rows reach the workers after one short call, not a whole block.
-    blocks = read_plan(cfg.seed, cfg.train.max_epochs, n_chunks, first_epoch=first_epoch, block_chunks=block_chunks,
-                       first_chunks=min(first_block_chunks(cfg, per_call), block_chunks), n_first=2 * a.max_size)
+    # Two one-call blocks per actor first: a map task emits its rows when it ends, so the
+    # first rows reach the workers after one actor call (64 images), not a whole block.
+    blocks = read_plan(cfg.seed, cfg.train.max_epochs, n_chunks, first_epoch=first_epoch,
+                       block_chunks=block_chunks, first_chunks=min(per_call, block_chunks), n_first=2 * a.max_size)
     if not blocks:  # restored after the last epoch: nothing left to read
         blocks = [{"epoch": np.zeros(0, np.int64), "chunk": np.zeros(0, np.int64)}]
     # from_blocks, not from_arrow: from_arrow gets each block's metadata from a 1-CPU Ray
@@ -78,7 +68,7 @@ def build_train_dataset(cfg: PipelineConfig, idx: SourceIndex, collector=None, f
     ds = ds.map_batches(
         Preprocess,
         fn_constructor_args=(preprocess_args(cfg, idx, collector, consumed, max_ahead),),
-        batch_size=None,  # a task is one plan block, cut into calls by the actor (Preprocess.__call__)
+        batch_size=per_call,
         compute=ActorPoolStrategy(min_size=a.min_size, max_size=a.max_size),
         num_cpus=a.num_cpus,
         udf_modifying_row_count=True,  # reads expand chunks; echo repeats rows; replays drop rows

@@ -32,12 +32,6 @@ class PreprocessArgs:
     collector: Any = None  # the run's RunCollector handle; None: no reports (in process)
     consumed: dict[int, np.ndarray] | None = None  # a restored run: rows its steps already took
     max_ahead: int | None = None  # source.max_rows_ahead (effective), or None
-    chunks_per_call: int = 1 << 30  # plan rows one call reads (chunks_per_call); default: a whole block
-
-
-def chunks_per_call(cfg: PipelineConfig) -> int:
-    """Read-plan chunks one actor call reads: preprocess.batch_size samples (units for text)."""
-    return max(1, cfg.preprocess.batch_size // cfg.source.chunk_size)
 
 
 def preprocess_args(cfg: PipelineConfig, idx: SourceIndex, collector: Any = None,
@@ -51,5 +45,4 @@ def preprocess_args(cfg: PipelineConfig, idx: SourceIndex, collector: Any = None
         ops=aug.ops if aug.on == "cpu" else None, seed=cfg.seed,
         echo_before_augment=plan.in_actor_before_augment, echo_after_augment=plan.in_actor_after_augment,
         echo_factor=plan.actor_factor, collector=collector, consumed=consumed or None, max_ahead=max_ahead,
-        chunks_per_call=chunks_per_call(cfg),
     )

@@ -98,7 +98,6 @@ class Preprocess:
         self.collector = args.collector
         self.consumed = args.consumed  # a restored run: rows its steps already took (data/replay.py)
         self.max_ahead = args.max_ahead  # source.max_rows_ahead (effective), or None
-        self.per_call = args.chunks_per_call
         self.first_read: float | None = None
         self.actor = f"{os.uname().nodename}:{os.getpid()}"
 
@@ -193,27 +192,17 @@ class Preprocess:
             self.factor = ray.get(self.collector.echo_factor.remote())
         return echo_rows(rows, self.factor, self.seed)
 
-    def __call__(self, block: dict[str, np.ndarray]) -> Iterator[dict[str, np.ndarray]]:
-        """A read-plan block (one map task) -> its rows, one call of chunks_per_call chunks
-        at a time. The task is the block itself (map_batches without a batch size): Ray
-        Data would bundle small blocks up to a batch size, and the plan's small first
-        blocks (data/pipeline.py first_block_chunks) would be read as one call again."""
-        n = len(block["chunk"])
-        for start in range(0, n, self.per_call):
-            part = block if n <= self.per_call else {k: v[start : start + self.per_call] for k, v in block.items()}
-            rows = self._call(part)
-            if len(rows["sample_id"]):  # a call emptied by a replay or bad files is left out:
-                yield rows  # Arrow cannot type an empty image column (it would pickle it)
-
-    def _call(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def __call__(self, batch: dict[str, np.ndarray]) -> Iterator[dict[str, np.ndarray]]:
         try:
-            return self._process(batch)
+            rows = self._process(batch)
         except SourceError as exc:  # bad data: tell the driver, so no retry is attempted
             if self.collector is not None:
                 import ray
 
                 ray.get(self.collector.fatal.remote(str(exc), "data"))
             raise
+        if len(rows["sample_id"]):  # a block emptied by a replay or bad files is left out:
+            yield rows  # Arrow cannot type an empty image column (it would pickle it)
 
     def _wait_for_room(self) -> None:
         """source.max_rows_ahead: wait (not busy time) until the worker group has started

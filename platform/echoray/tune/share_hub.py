@@ -34,7 +34,7 @@ from ray.data import ActorPoolStrategy
 
 from echoray.config import PipelineConfig
 from echoray.data.plan import plan_chunks, read_plan
-from echoray.data.preprocess_args import chunks_per_call, preprocess_args
+from echoray.data.preprocess_args import preprocess_args
 from echoray.data.sources import SourceIndex, index_source
 from echoray.data.stages import Preprocess
 from echoray.echo_plan import EchoPlan
@@ -79,7 +79,7 @@ def producer_dataset(cfg: PipelineConfig, idx: SourceIndex, epochs: int) -> ray.
     enters the window as soon as its call ends (at most MAX_PLAN_BLOCKS plan blocks:
     a longer plan has blocks of several calls)."""
     n_chunks = plan_chunks(idx, cfg.source.chunk_size)
-    per_call = chunks_per_call(cfg)
+    per_call = max(1, cfg.preprocess.batch_size // cfg.source.chunk_size)
     block_chunks = max(per_call, -(-n_chunks * epochs // MAX_PLAN_BLOCKS))
     plan = EchoPlan.from_config(cfg, shared_stream=True)
     args = replace(preprocess_args(cfg, idx), echo_before_augment=plan.in_actor_before_augment,
@@ -87,7 +87,7 @@ def producer_dataset(cfg: PipelineConfig, idx: SourceIndex, epochs: int) -> ray.
     a = cfg.preprocess.actors
     ds = ray.data.from_blocks([pa.table(b) for b in read_plan(cfg.seed, epochs, n_chunks, block_chunks=block_chunks)])
     ds = ds.map_batches(
-        Preprocess, fn_constructor_args=(args,), batch_size=None,  # a task is a block; the actor cuts calls
+        Preprocess, fn_constructor_args=(args,), batch_size=per_call,
         compute=ActorPoolStrategy(min_size=a.min_size, max_size=a.max_size), num_cpus=a.num_cpus,
         udf_modifying_row_count=True, **({"resources": dict(a.resources)} if a.resources else {}))
     ds.context.execution_options.preserve_order = cfg.preprocess.deterministic
