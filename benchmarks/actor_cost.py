@@ -12,6 +12,7 @@ figures are images per CPU-second and hold on a loaded machine as ratios:
     actor_call_rc1       the actor's whole call (data/stages.py Preprocess) on plan rows:
                          file reads, keys, decode, crop, flip, stack; read_concurrency 1
     actor_call_rc16      the same with 16 reads (and decodes) in flight in threads
+    resize_choice        the crop's resize alone, PIL's against OpenCV's (data/decode.py)
     to_arrow             the call's batch turned into the Arrow block Ray Data stores
                          (ray.data.block.BlockAccessor.batch_to_block), and whether the
                          image column shares the numpy array's memory (zero-copy)
@@ -112,6 +113,64 @@ def to_arrow(actor_step) -> dict:
             "image_type": str(block.schema.field("image").type)}
 
 
+def _crops(root: Path, n: int) -> list:
+    """(DCT-scaled decode, crop box in its pixels) of the first n files, as the actor makes them."""
+    import math
+
+    from echoray.config import AugmentOp
+    from echoray.data.augment_np import crop_draws
+    from echoray.data.decode import decode_scaled, image_size_of
+    from echoray.data.full_crop import box_at
+
+    datas = [f.read_bytes() for f in sorted(root.rglob("*.JPEG"))[:n]]
+    rrc = AugmentOp(op="random_resized_crop", size=224)
+    keys = np.arange(len(datas), dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    draws = crop_draws(keys, 0, rrc.scale, rrc.ratio)
+    out = []
+    for i, d in enumerate(datas):
+        w, h = image_size_of(d)
+        x0, y0, cw, ch = box_at(draws, i, w, h)
+        arr = decode_scaled(d, math.ceil(w * 224 / cw), math.ceil(h * 224 / ch))
+        sx, sy = arr.shape[1] / w, arr.shape[0] / h
+        out.append((arr, (x0 * sx, y0 * sy, (x0 + cw) * sx, (y0 + ch) * sy)))
+    return out
+
+
+def resize_choice(root: Path, n: int = 256) -> dict:
+    """The crop's resize, three ways on the same crops (data/decode.py's choice): PIL's
+    antialiased box resize (before), cv2.warpAffine of the exact float box (resize_box now),
+    cv2.resize of the box rounded to whole pixels (faster, but it moves the box); resizes
+    per CPU-second (medians of ROUNDS, alternating), mean |difference| from PIL's pixels,
+    and how much the crops shrink after the DCT scaling (quantiles of box width / 224)."""
+    import cv2
+    from PIL import Image
+
+    from echoray.data.decode import resize_box
+
+    def pil(a, b):
+        return np.asarray(Image.fromarray(a).resize((224, 224), Image.BILINEAR, box=b))
+
+    def rounded(a, b):
+        x0, y0, x1, y1 = (int(round(v)) for v in b)
+        return cv2.resize(a[y0:y1, x0:x1], (224, 224), interpolation=cv2.INTER_LINEAR)
+
+    crops = _crops(root, n)
+    fns = {"pil_antialiased": pil, "cv2_warp_affine": lambda a, b: resize_box(a, b, (224, 224)),
+           "cv2_resize_rounded_box": rounded}
+    rates: dict[str, list[float]] = {k: [] for k in fns}
+    for _ in range(ROUNDS):
+        for name, fn in fns.items():
+            rates[name].append(_rates(lambda fn=fn: [fn(a, b) for a, b in crops], len(crops))[0])
+    diff = {k: float(np.mean([np.abs(fn(a, b).astype(int) - pil(a, b).astype(int)).mean() for a, b in crops[:64]]))
+            for k, fn in fns.items()}
+    shrink = [(b[2] - b[0]) / 224 for _, b in crops]
+    out = {"resizes_per_cpu_s": {k: float(np.median(v)) for k, v in rates.items()}, "rounds": rates,
+           "mean_abs_diff_from_pil": diff,
+           "shrink_quantiles_0_25_50_75_100": [float(q) for q in np.quantile(shrink, [0, .25, .5, .75, 1])]}
+    print("resize choice", {k: round(v) for k, v in out["resizes_per_cpu_s"].items()}, flush=True)
+    return out
+
+
 def actor_cost(root: Path, n: int = 256) -> dict:
     """Images per CPU-second of each step (medians of ROUNDS), and each step's share of the
     actor call's CPU (1 / rate over 1 / actor rate)."""
@@ -130,6 +189,7 @@ def actor_cost(root: Path, n: int = 256) -> dict:
            # and resize run in parallel (the decoders release the GIL)
            "images_per_wall_s": {k: float(np.median(v)) for k, v in walls.items()},
            "share_of_actor_call_rc1": {k: call / v for k, v in med.items()},
-           "to_arrow": to_arrow(fns["actor_call_rc1"])}
+           "to_arrow": to_arrow(fns["actor_call_rc1"]),
+           "resize_choice": resize_choice(root, n)}
     print("actor cost", {k: round(v) for k, v in med.items()}, out["to_arrow"], flush=True)
     return out

@@ -14,8 +14,9 @@ Two cases, each from a Ray that is already up, `--repeats` times, one after anot
   its summary's first read and first step and the actor's constructor, from the run's start.
 
     .venv/bin/python benchmarks/first_batch.py [--files 2000] [--repeats 3] [--parts stream,digits_store]
+        [--batch 256] [--name first_batch]
 
-Writes benchmarks/results/first_batch.json through common.save (load at start and end).
+Writes benchmarks/results/NAME.json through common.save (load at start and end).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def actor_events(since: float) -> dict[str, list]:
     return {k: sorted(v, key=lambda x: x[-2]) for k, v in out.items()}
 
 
-def stream_run(root) -> dict:
+def stream_run(root, batch: int = 256) -> dict:
     """One stream from nothing (no pool yet): the phases in seconds since the call."""
     from input_pipeline import echoray_cfg
 
@@ -68,7 +69,7 @@ def stream_run(root) -> dict:
     from echoray.data.sources.file_table import publish_index
     from echoray.train.early_stream import batch_stream
 
-    cfg = echoray_cfg(root, "train.batch_size=256")
+    cfg = echoray_cfg(root, f"train.batch_size={batch}")
     idx = publish_index(index_source(cfg.source))
     load = settled_load()[0]  # the previous run's pool has wound down
     t0 = time.time()
@@ -117,6 +118,8 @@ def main() -> None:
     p.add_argument("--files", type=int, default=2000)
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--parts", default="stream,digits_store")
+    p.add_argument("--batch", type=int, default=256, help="the stream's batch size")
+    p.add_argument("--name", default="first_batch", help="results file name (benchmarks/results/NAME.json)")
     a = p.parse_args()
     from echoray.runtime.session import quiet_data, start_ray
 
@@ -129,9 +132,9 @@ def main() -> None:
         load0 = settled_load()
         runs = []
         for _ in range(a.repeats):
-            runs.append(stream_run(root))
+            runs.append(stream_run(root, a.batch))
             print("stream", json.dumps(runs[-1]), flush=True)
-        result["stream"] = {"files": a.files, "runs": runs, "load_avg": load_avg(load0, settled_load()),
+        result["stream"] = {"files": a.files, "batch": a.batch, "runs": runs, "load_avg": load_avg(load0, settled_load()),
                             # the first run of a process also starts Ray Data's own actors
                             "cold_first_batch_s": runs[0]["first_batch_s"],
                             "median": medians(runs, ("built_s", "first_batch_s", "second_batch_s",
@@ -149,7 +152,7 @@ def main() -> None:
                                   "load_avg": load_avg(load0, settled_load()),
                                   "median": {k: medians(v, ("time_to_first_read_s", "time_to_first_step_s"))
                                              for k, v in runs.items()}}
-    print(save("first_batch", result, a, end_load=settled_load(), seeds=list(range(a.repeats)), repeats=a.repeats))
+    print(save(a.name, result, a, end_load=settled_load(), seeds=list(range(a.repeats)), repeats=a.repeats))
 
 
 if __name__ == "__main__":

@@ -62,12 +62,17 @@ def test_a_few_undecodable_images_are_skipped_and_counted(local_ray, tmp_path, s
 
 
 def _too_many_bad_images(tmp_path):
+    """(overrides, texts the error line holds, {bad path: the reason it must be named with}).
+    Which bad files the line names is the first ones the actors reported, which depends on
+    the read plan's order and the actors' timing: each named one must carry its own reason."""
     root = write_image_folder(tmp_path / "imgs", n=200, classes=4, size=20)
     _, bad = corrupt_training_images(root, 4)
+    reasons = {path: "cannot identify image file" if k % 2 == 0 else "image file is truncated"
+               for k, path in enumerate(bad)}  # corrupt_training_images: garbage, then truncated
     return ["--set", "source.kind=image_folder", "--set", f"source.path={root}",
             "--set", "source.max_bad_fraction=0.01"], [
-        "bad input data:", "undecodable training image(s), more than source.max_bad_fraction=0.01 of 160 allows (1)",
-        "cannot identify image file"], bad
+        "bad input data:", "undecodable training image(s), more than source.max_bad_fraction=0.01 of 160 allows (1)"], \
+        reasons
 
 
 def test_too_many_bad_images_stop_the_run_at_once(local_ray, tmp_path, sqlite_uri, monkeypatch, capsys):
@@ -80,7 +85,9 @@ def test_too_many_bad_images_stop_the_run_at_once(local_ray, tmp_path, sqlite_ur
     (line,) = [x for x in captured.err.splitlines() if x.startswith("echoray: ")]  # (Ray's own logs aside)
     for text in messages:
         assert text in line
-    assert any(path in line for path in named)
+    shown = [path for path in named if f"{path} (" in line]
+    assert len(shown) >= 2  # more than the one allowed, each with its reason
+    assert all(f"{path} ({named[path]}" in line for path in shown)
     assert "a worker failed" not in captured.out  # stopped, not retried
     assert not (tmp_path / "run" / "summary.json").exists()
     assert only_run(db)[1].info.status == "FAILED"
