@@ -13,7 +13,7 @@ at these file sizes Huffman decoding dominates, so DCT scaling adds only 10-20%.
 The crop's resize (`resize_box`) is OpenCV's bilinear warpAffine of the exact float box.
 After the DCT scaling a random-resized crop shrinks by at most 1.56x (0.54-1.56, median
 1.11, on those files), where a bilinear sample needs no antialiasing; PIL's antialiased
-resize of the same boxes cost as much CPU as the decode itself (benchmarks/actor_cost.py,
+resize of the same boxes cost as much CPU as the decode itself (benchmarks/actor_cost.py resize_choice,
 same process, same 256 crops, resizes per CPU-second: PIL 1095, cv2.warpAffine 2708,
 cv2.resize of the box rounded to whole pixels 6313; mean pixel difference from PIL 1.0
 for warpAffine, 2.9 for the rounded box). A box shrunk more than MAX_BILINEAR_SHRINK
