@@ -80,8 +80,9 @@ def steps(root: Path, n: int) -> dict:
 
 
 def _rows(calls) -> dict:
-    """Makes every call of one plan block (the actor yields one dict a call); the last
-    call's rows (to_arrow converts one call's block)."""
+    """Drains the actor's generator (it yields a dict per call it makes of the rows it is
+    given; at 55c8b64 that was several calls, and next() counted only the first one) and
+    returns the last dict's rows (to_arrow converts one call's block)."""
     *_, last = calls
     return last
 
