@@ -118,7 +118,7 @@ class Sampler:
         from ray.util.state import list_objects
 
         try:
-            return sum(o.object_size or 0 for o in list_objects(limit=100_000, raise_on_missing_output=False))
+            return sum(o.object_size or 0 for o in list_objects(limit=10_000, raise_on_missing_output=False))
         except Exception as exc:  # noqa: BLE001 - recorded, not fatal
             self.store_error = f"{type(exc).__name__}: {exc}"
             return None

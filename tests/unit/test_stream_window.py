@@ -74,6 +74,22 @@ def test_a_late_consumer_starts_at_the_oldest_held_block_and_reads_on_from_there
     assert fill(w) == 4 and w.advance("later").item == "b4"
 
 
+def test_what_the_last_consumer_leaves_unread_waits_for_the_next_one():
+    # A search's first wave of trials ends, the next starts: the window the first left is
+    # read by the next, not dropped (the stream would have read those rows for nobody).
+    w = StreamWindow(30)
+    w.attach("a"), w.attach("b")
+    assert fill(w) == 3
+    w.advance("a"), w.advance("b")  # both at 10: b0 released
+    w.detach("a")
+    assert w.held_rows() == 20  # "b" still reads b1, b2
+    w.detach("b")
+    assert w.held_rows() == 20 and w.base == 10 and not w.can_produce()  # kept; nothing produced
+    assert w.attach("next") == 10  # where "b" left, not the head (30)
+    assert [w.advance("next").item for _ in range(2)] == ["b1", "b2"] and w.held_rows() == 0
+    assert fill(w) == 3 and w.advance("next").item == "b3"  # and on from there
+
+
 def test_every_consumer_sees_every_block_once_in_order_whatever_the_interleaving():
     rng = np.random.default_rng(0)
     w = StreamWindow(50)

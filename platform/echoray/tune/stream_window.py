@@ -8,9 +8,13 @@ between the slowest consumer and the head. The producer may append while fewer t
 `bound_rows` rows are held (so the bound is exceeded by at most one block), and only
 while someone is attached or before anyone has: the first window is made while the
 first consumers start, but a stream whose readers have all left does not run ahead. A
-consumer that detaches stops holding anything at once; one that attaches starts at the
-oldest held block (where the slowest consumer stands, row 0 before anyone has read),
-or at the head when nothing is held.
+consumer that detaches stops holding anything at once, except that the blocks the last
+attached consumer leaves unread stay held for the next one: one that attaches starts at
+the oldest held block (where the slowest consumer stands or the last one left, row 0
+before anyone has read), or at the head when nothing is held. Without that, a search
+whose running trials all ended between two waves dropped the window they left (up to
+the bound: 540 of a smoke search's 2,160 produced rows, twice) and the next trials
+started past it, so the stream read those rows for nobody.
 """
 
 from __future__ import annotations
@@ -60,7 +64,8 @@ class StreamWindow:
         return self.base
 
     def detach(self, consumer) -> None:
-        """Forget `consumer` (no error if it is not attached) and release what only it held."""
+        """Forget `consumer` (no error if it is not attached) and release what only it held
+        while others are attached (the last one's unread blocks stay for the next)."""
         self.positions.pop(consumer, None)
         self._release()
 
@@ -106,7 +111,9 @@ class StreamWindow:
         return min(self.positions, key=self.positions.__getitem__, default=None)
 
     def _release(self) -> None:
-        low = min(self.positions.values(), default=self.head)
+        if not self.positions:
+            return  # nobody attached: what the last consumer left unread waits for the next
+        low = min(self.positions.values())
         while self.blocks and self.blocks[0].start + self.blocks[0].rows <= low:
             self.blocks.popleft()
 
