@@ -43,7 +43,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 import yaml
-from common import REPO, save
+from common import REPO, save, settled_load
 from jpeg_set import jpeg_folder
 
 sys.path.insert(0, str(REPO / "tests"))
@@ -220,6 +220,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.smoke:
         args.files, args.trials, args.concurrency, args.epochs, args.where = 200, 4, 2, 2, "local"
+    start_load = settled_load()  # nothing of this run is up yet: the machine's own load
     wheres = args.where.split(",")
     data = tinted_folder(args.files)
     mean_file_bytes = float(np.mean([p.stat().st_size for p in data.rglob("*.JPEG")]))
@@ -247,7 +248,9 @@ def main() -> None:
     out = {"figures": {w: compare(runs, w) for w in wheres}, "runs": runs, "files": args.files,
            "mean_file_bytes": mean_file_bytes, "smoke": args.smoke}
     print(json.dumps(out["figures"], indent=2))
-    print(save("shared_stream", out, args, seeds=[0], repeats=args.pairs))
+    # the end's load once this run's own Ray has shut down (its actors are not other work)
+    print(save("shared_stream", out, args, start_load=start_load, end_load=settled_load(), seeds=[0],
+               repeats=args.pairs))
 
 
 if __name__ == "__main__":

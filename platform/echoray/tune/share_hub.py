@@ -30,9 +30,10 @@ from typing import Any
 import pyarrow as pa
 import ray
 import ray.data
-from ray.data import ActorPoolStrategy
+from ray.data import ActorPoolStrategy, ExecutionResources
 
 from echoray.config import PipelineConfig
+from echoray.data.op_shapes import output_size
 from echoray.data.plan import plan_chunks, read_plan
 from echoray.data.preprocess_args import preprocess_args
 from echoray.data.sources import SourceIndex, index_source
@@ -45,6 +46,32 @@ from echoray.tune.stream_window import StreamWindow
 # is a fraction of a second, millions (ImageNet's 40,000 chunks x hundreds of epochs,
 # one call each) would not be.
 MAX_PLAN_BLOCKS = 4096
+
+# The object-store bytes the hub's Ray Data stream may hold ahead of the producer thread:
+# twice the window's bound in rows, at least AHEAD_FLOOR_BYTES. Without a limit Ray Data
+# runs the pool as far ahead as its share of the object store allows, whatever the
+# window: a hub whose trials took 2,552 rows had its actors decode 26,576 (and go on
+# decoding while nobody took anything); with a 20 MB limit they decoded 3,320 and
+# stopped (64-pixel JPEG crops, 12 KB a row). A search of 8 trials spent as much
+# preprocessing CPU with one shared stream as with eight of their own.
+AHEAD_FLOOR_BYTES = 16 * 2**20
+
+
+def row_bytes(cfg: PipelineConfig, idx: SourceIndex) -> int:
+    """An upper estimate of one produced row's bytes: its image after the CPU ops (uint8),
+    or its packed sequence (int64 tokens), plus its id columns."""
+    if idx.kind == "text":
+        return 8 * (int(idx.details["seq_len"]) + 1) + 64
+    side = idx.image_size or 0
+    aug = cfg.preprocess.augment
+    if aug.on == "cpu" and aug.ops and side:
+        side = output_size(side, aug.ops)
+    return side * side * idx.channels + 64
+
+
+def ahead_bytes(cfg: PipelineConfig, idx: SourceIndex, window_rows: int) -> int:
+    """The object-store limit of the hub's stream (see AHEAD_FLOOR_BYTES)."""
+    return max(AHEAD_FLOOR_BYTES, 2 * window_rows * row_bytes(cfg, idx))
 
 
 @dataclass(frozen=True)
@@ -73,11 +100,13 @@ class ConsumerRecord:
     detached_at: float | None = None
 
 
-def producer_dataset(cfg: PipelineConfig, idx: SourceIndex, epochs: int) -> ray.data.Dataset:
+def producer_dataset(cfg: PipelineConfig, idx: SourceIndex, epochs: int, window_rows: int) -> ray.data.Dataset:
     """The group's stream: plan epochs 0..epochs-1, the preprocessing actor without echo
     (EchoPlan shared_stream: the trials echo), one actor call per plan block so a block
     enters the window as soon as its call ends (at most MAX_PLAN_BLOCKS plan blocks:
-    a longer plan has blocks of several calls)."""
+    a longer plan has blocks of several calls); Ray Data holds at most ahead_bytes of
+    output beyond what the producer has taken, so the window's backpressure reaches the
+    actors."""
     n_chunks = plan_chunks(idx, cfg.source.chunk_size)
     per_call = max(1, cfg.preprocess.batch_size // cfg.source.chunk_size)
     block_chunks = max(per_call, -(-n_chunks * epochs // MAX_PLAN_BLOCKS))
@@ -91,6 +120,8 @@ def producer_dataset(cfg: PipelineConfig, idx: SourceIndex, epochs: int) -> ray.
         compute=ActorPoolStrategy(min_size=a.min_size, max_size=a.max_size), num_cpus=a.num_cpus,
         udf_modifying_row_count=True, **({"resources": dict(a.resources)} if a.resources else {}))
     ds.context.execution_options.preserve_order = cfg.preprocess.deterministic
+    ds.context.execution_options.resource_limits = ExecutionResources(
+        object_store_memory=ahead_bytes(cfg, idx, window_rows))
     return ds
 
 
@@ -248,7 +279,7 @@ class StreamHub:
         cfg, _ = fit_placement(PipelineConfig.model_validate(self.spec.config))  # as each trial's run does
         idx = index_source(cfg.source)
         self.reads = ReadCounter(int(idx.train_ids.max(initial=0)) + 1)
-        return iter(producer_dataset(cfg, idx, self.spec.epochs).iter_batches(
+        return iter(producer_dataset(cfg, idx, self.spec.epochs, self.spec.window_rows).iter_batches(
             batch_size=None, batch_format="numpy", prefetch_batches=1))
 
     def _put(self, batch: dict):
