@@ -15,7 +15,9 @@ alternating, for the files on local disk and in a bucket of the local S3 server
   last sample is lost: at most 0.5 s each); hub_cpu_s: the StreamHub processes' (the
   shared stream's fan-out);
 - rows_read and bytes_read: rows the actors read (separate: the trials' source_reads;
-  shared: the hub's produced rows) and those rows x the set's mean JPEG size; for local
+  shared: the hub's produced rows and those its actors had read ahead when it stopped,
+  read_unused_rows; calls cut part-way, calls_cut, are not counted) and those rows x
+  the set's mean JPEG size; for local
   files also read_chars_local: the bytes the actor processes read through read(2);
 - each trial's fresh examples to target, target reached, its own wall time;
 - object store: the high-water mark of the objects Ray reports (ray.util.state
@@ -165,7 +167,7 @@ def one_search(where: str, data: str, shared: bool, args, tmp: Path, mean_file_b
     procs = sampler.totals()
     trials = [json.loads(p.read_text()) for p in sorted((out / "trials").glob("*/summary.json"))]
     report = json.loads((out / "share_streams.json").read_text()) if (out / "share_streams.json").exists() else None
-    rows_read = (sum(g["produced_rows"] for g in report["groups"]) if report
+    rows_read = (sum(g["produced_rows"] + g["read_unused_rows"] for g in report["groups"]) if report
                  else sum(t["source_reads"] or 0 for t in trials))
     rec = {
         "where": where, "shared": shared, "wall_s": round(wall, 2), "concurrency": summary["concurrency"],
@@ -184,7 +186,8 @@ def one_search(where: str, data: str, shared: bool, args, tmp: Path, mean_file_b
         rec["windows"] = [{"group": g["group"], "bound_rows": g["window_rows"], "peak_rows": g["window"]["peak_rows"],
                            "peak_bytes": g["window"]["peak_bytes"], "produced_rows": g["produced_rows"],
                            "starts": {c["trial"]: c["start_row"] for c in g["consumers"]},
-                           "producer_wait_s": g["producer_wait_s"]} for g in report["groups"]]
+                           "producer_wait_s": g["producer_wait_s"], "read_unused_rows": g["read_unused_rows"],
+                           "calls_cut": g["calls_cut"]} for g in report["groups"]]
     print(json.dumps({k: v for k, v in rec.items() if k != "trials"}), flush=True)
     return rec
 

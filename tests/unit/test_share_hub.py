@@ -1,8 +1,8 @@
 """The StreamHub's logic (tune/share_hub.py) in one process: its producer thread, the
 consumers' attach/take/detach/skip, backpressure, eviction of a stalled consumer and
-errors. The producer is fed from a list of numpy blocks instead of its Ray Data stream
-(`_batches`), and keeps the blocks themselves instead of ObjectRefs (`_put`): everything
-else is the actor's own code."""
+errors. The producer is fed from a list of numpy blocks instead of its pool of
+preprocessing actors (`_open`), and keeps the blocks themselves instead of ObjectRefs:
+everything else is the actor's own code."""
 
 import threading
 import time
@@ -12,6 +12,7 @@ import pytest
 
 from echoray.tune.read_counts import ReadCounter
 from echoray.tune.share_hub import HubSpec, StreamHub
+from echoray.tune.share_producer import Produced
 
 
 class ListHub(StreamHub):
@@ -19,14 +20,29 @@ class ListHub(StreamHub):
         super().__init__(spec)
         self.source, self.fail = blocks, fail
 
-    def _batches(self):
+    def _open(self):
         if self.fail is not None:
             raise self.fail
         self.reads = ReadCounter(10_000)
-        return iter(self.source)
+        return ListPool(self.source)
 
-    def _put(self, batch: dict):
-        return batch
+
+class ListPool:
+    """ProducerPool's calls (tune/share_producer.py) over a list: each block, in order."""
+
+    def __init__(self, source: list[dict]):
+        self.source = iter(source)
+        self.closed = False
+
+    def next(self):
+        b = next(self.source, None)
+        if b is None:
+            return None
+        return Produced(len(b["sample_id"]), sum(v.nbytes for v in b.values()), b["epoch"], b["sample_id"]), b
+
+    def close(self) -> tuple[int, int]:
+        self.closed = True
+        return 0, 0
 
 
 def spec(trials, window_rows: int = 10, stall_s: float = 30.0) -> HubSpec:

@@ -1,77 +1,42 @@
 """One group's shared preprocessing stream: a Ray actor that produces it once and fans it out.
 
 `StreamHub` runs in a threaded actor (no CPU of its own: its preprocessing actors ask
-for theirs, as a trial's would). A producer thread iterates the group's Ray Data
-stream, read plan -> the preprocessing actor pool (data/stages.py Preprocess) with no
-echo, and puts every block in the object store; the blocks' ObjectRefs wait in a
-StreamWindow (tune/stream_window.py) until every attached trial has taken them. The
-producer starts when the group's first trial starts (`start`: the first window is made
-while the trial sets up), waits while the window is full (backpressure) or when every
-trial that attached has left, and stops for good once every trial of the group has
-detached or said it will not attach (a finished attempt of a resumed search). Trials attach, take blocks in order and detach
+for theirs, as a trial's would). A producer thread takes the group's read plan through
+a fixed pool of preprocessing actors (tune/share_producer.py: data/stages.py Preprocess
+with no echo), one plan block per call, in plan order; every call's rows are in the
+object store as the call's return value, and their ObjectRefs wait in a StreamWindow
+(tune/stream_window.py) until every attached trial has taken them. The producer starts
+when the group's first trial starts (`start`: the first window is made while the trial
+sets up), waits while the window is full (backpressure: the actors stop two calls
+ahead) or when every trial that attached has left, and stops for good, its actors with
+it, once every trial of the group has detached or said it will not attach (a finished
+attempt of a resumed search). Trials attach, take blocks in order and detach
 (tune/share_consumer.py).
 
 Stalls fail loudly: a trial that takes nothing for train.stall_timeout_s while it holds
 the full window back is detached (its next take says why) so the others go on; a trial
 that waits that long for a block names the hub's state (tune/share_consumer.py).
-
-A block is put into the object store by the hub (one copy of the actor's output: a
-few ms for 64 JPEG crops, against ~0.3 s to decode them) rather than handing on Ray
-Data's internal block refs (a DeveloperAPI whose bundles may be slices of blocks).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-import pyarrow as pa
+import numpy as np
 import ray
-import ray.data
-from ray.data import ActorPoolStrategy, ExecutionResources
 
 from echoray.config import PipelineConfig
-from echoray.data.op_shapes import output_size
 from echoray.data.plan import plan_chunks, read_plan
 from echoray.data.preprocess_args import preprocess_args
 from echoray.data.sources import SourceIndex, index_source
-from echoray.data.stages import Preprocess
 from echoray.echo_plan import EchoPlan
 from echoray.tune.read_counts import ReadCounter
+from echoray.tune.share_producer import ProducerPool
 from echoray.tune.stream_window import StreamWindow
-
-# from_blocks computes each block's metadata in this process: 4,096 small Arrow tables
-# is a fraction of a second, millions (ImageNet's 40,000 chunks x hundreds of epochs,
-# one call each) would not be.
-MAX_PLAN_BLOCKS = 4096
-
-# The object-store bytes the hub's Ray Data stream may hold ahead of the producer thread:
-# twice the window's bound in rows, at least AHEAD_FLOOR_BYTES. Without a limit Ray Data
-# runs the pool as far ahead as its share of the object store allows, whatever the
-# window: a hub whose trials took 2,552 rows had its actors decode 26,576 (and go on
-# decoding while nobody took anything); with a 20 MB limit they decoded 3,320 and
-# stopped (64-pixel JPEG crops, 12 KB a row). A search of 8 trials spent as much
-# preprocessing CPU with one shared stream as with eight of their own.
-AHEAD_FLOOR_BYTES = 16 * 2**20
-
-
-def row_bytes(cfg: PipelineConfig, idx: SourceIndex) -> int:
-    """An upper estimate of one produced row's bytes: its image after the CPU ops (uint8),
-    or its packed sequence (int64 tokens), plus its id columns."""
-    if idx.kind == "text":
-        return 8 * (int(idx.details["seq_len"]) + 1) + 64
-    side = idx.image_size or 0
-    aug = cfg.preprocess.augment
-    if aug.on == "cpu" and aug.ops and side:
-        side = output_size(side, aug.ops)
-    return side * side * idx.channels + 64
-
-
-def ahead_bytes(cfg: PipelineConfig, idx: SourceIndex, window_rows: int) -> int:
-    """The object-store limit of the hub's stream (see AHEAD_FLOOR_BYTES)."""
-    return max(AHEAD_FLOOR_BYTES, 2 * window_rows * row_bytes(cfg, idx))
 
 
 @dataclass(frozen=True)
@@ -100,29 +65,24 @@ class ConsumerRecord:
     detached_at: float | None = None
 
 
-def producer_dataset(cfg: PipelineConfig, idx: SourceIndex, epochs: int, window_rows: int) -> ray.data.Dataset:
-    """The group's stream: plan epochs 0..epochs-1, the preprocessing actor without echo
-    (EchoPlan shared_stream: the trials echo), one actor call per plan block so a block
-    enters the window as soon as its call ends (at most MAX_PLAN_BLOCKS plan blocks:
-    a longer plan has blocks of several calls); Ray Data holds at most ahead_bytes of
-    output beyond what the producer has taken, so the window's backpressure reaches the
-    actors."""
+def plan_blocks(cfg: PipelineConfig, idx: SourceIndex, epochs: int) -> Iterator[dict[str, np.ndarray]]:
+    """The group's read plan, plan epochs 0..epochs-1, in blocks of one actor call
+    (preprocess.batch_size samples), made an epoch at a time: a stream of hundreds of
+    epochs of ImageNet's 40,000 chunks is never held whole."""
     n_chunks = plan_chunks(idx, cfg.source.chunk_size)
     per_call = max(1, cfg.preprocess.batch_size // cfg.source.chunk_size)
-    block_chunks = max(per_call, -(-n_chunks * epochs // MAX_PLAN_BLOCKS))
+    for epoch in range(epochs):
+        yield from read_plan(cfg.seed, epoch + 1, n_chunks, block_chunks=per_call, first_epoch=epoch)
+
+
+def producer_pool(cfg: PipelineConfig, idx: SourceIndex, epochs: int) -> ProducerPool:
+    """The group's producer (tune/share_producer.py): its read plan through the
+    preprocessing actor without echo (EchoPlan shared_stream: the trials echo)."""
     plan = EchoPlan.from_config(cfg, shared_stream=True)
     args = replace(preprocess_args(cfg, idx), echo_before_augment=plan.in_actor_before_augment,
                    echo_after_augment=plan.in_actor_after_augment, echo_factor=plan.actor_factor)
     a = cfg.preprocess.actors
-    ds = ray.data.from_blocks([pa.table(b) for b in read_plan(cfg.seed, epochs, n_chunks, block_chunks=block_chunks)])
-    ds = ds.map_batches(
-        Preprocess, fn_constructor_args=(args,), batch_size=per_call,
-        compute=ActorPoolStrategy(min_size=a.min_size, max_size=a.max_size), num_cpus=a.num_cpus,
-        udf_modifying_row_count=True, **({"resources": dict(a.resources)} if a.resources else {}))
-    ds.context.execution_options.preserve_order = cfg.preprocess.deterministic
-    ds.context.execution_options.resource_limits = ExecutionResources(
-        object_store_memory=ahead_bytes(cfg, idx, window_rows))
-    return ds
+    return ProducerPool(args, plan_blocks(cfg, idx, epochs), a.min_size, a.num_cpus, dict(a.resources or {}))
 
 
 class StreamHub:
@@ -143,6 +103,8 @@ class StreamHub:
         self.reads: ReadCounter | None = None
         self.blocks = 0
         self.producer_wait_s = 0.0  # time the producer waited for room (backpressure) or a consumer
+        self.unused_rows = 0  # rows the actors had read ahead when the producer stopped (never produced)
+        self.calls_cut = 0  # actor calls still running then (stopped part-way)
         self.started_at: float | None = None
 
     # --- the consumers' calls ---
@@ -221,6 +183,7 @@ class StreamHub:
         with self.cond:
             return {**{k: v for k, v in asdict(self.spec).items() if k != "config"},
                     "window": self.window.state(), "produced_rows": self.window.head, "produced_blocks": self.blocks,
+                    "read_unused_rows": self.unused_rows, "calls_cut": self.calls_cut,
                     "producer_wait_s": round(self.producer_wait_s, 3), "started_at": self.started_at,
                     "reads_per_epoch": {str(e): s for e, s in sorted((self.reads.summary() if self.reads else {}).items())},
                     "consumers": [asdict(c) for c in self.consumers.values()], "evicted": dict(self.evicted),
@@ -270,46 +233,38 @@ class StreamHub:
                                   f"while it held the full window ({self.window.bound} rows) back: detached")
             self.window.detach(slow)
 
-    def _batches(self):
-        """The group's preprocessed blocks, as numpy batches, from its Ray Data stream."""
+    def _open(self):
+        """The group's producer pool, made in the producer thread (tune/share_producer.py)."""
         from echoray.runtime.placement import fit_placement
-        from echoray.runtime.session import quiet_data
 
-        quiet_data()
         cfg, _ = fit_placement(PipelineConfig.model_validate(self.spec.config))  # as each trial's run does
         idx = index_source(cfg.source)
         self.reads = ReadCounter(int(idx.train_ids.max(initial=0)) + 1)
-        return iter(producer_dataset(cfg, idx, self.spec.epochs, self.spec.window_rows).iter_batches(
-            batch_size=None, batch_format="numpy", prefetch_batches=1))
-
-    def _put(self, batch: dict):
-        return ray.put(batch)
+        return producer_pool(cfg, idx, self.spec.epochs)
 
     def _produce(self) -> None:
-        it = None
+        pool = None
         try:
-            it = self._batches()
+            pool = self._open()
             while self._room():
-                batch = next(it, None)
-                if batch is None:
+                got = pool.next()
+                if got is None:
                     break
-                n = len(batch["sample_id"])
-                if not n:
+                produced, item = got
+                if not produced.rows:
                     continue
-                self.reads.add(batch["epoch"], batch["sample_id"])
-                ref = self._put(batch)
+                self.reads.add(produced.epoch, produced.sample_id)
                 with self.cond:
-                    self.window.append(n, ref, sum(v.nbytes for v in batch.values()))
+                    self.window.append(produced.rows, item, produced.nbytes)
                     self.blocks += 1
                     self.cond.notify_all()
         except Exception as exc:  # noqa: BLE001 - every consumer's next take raises it
             with self.cond:
                 self.error = f"{type(exc).__name__}: {exc}"
         finally:
-            close = getattr(it, "close", None)
-            if close is not None:
-                close()
+            unused = pool.close() if pool is not None else (0, 0)
             with self.cond:
+                self.unused_rows, self.calls_cut = unused
                 self.window.finish()
                 self.cond.notify_all()
 
