@@ -4,7 +4,8 @@ A search of `--trials` trials at `--concurrency` (8 at 4) over an input-bound pi
 ImageNet-like JPEGs (benchmarks/jpeg_set.py's photo-like images, 500x375, ~100 KB,
 with a class tint so a small CNN can learn them) decoded at the DCT scale of a
 random-resized crop, then flipped, in the preprocessing actors; a small CNN trains on
-the 64-pixel crops. The search varies optimizer.lr and echo.factor (1 or 2, echoed on
+the 64-pixel crops. Every stream has two actors (a separate trial's pool and the shared
+hub's alike; 0.125 logical CPU each, so 4 separate trials fit 2 CPUs as 4 shared ones do). The search varies optimizer.lr and echo.factor (1 or 2, echoed on
 each trial's worker when shared). Run with `search.share_preprocessing` true and false,
 alternating, for the files on local disk and in a bucket of the local S3 server
 (tests/s3_server.py, its own process). Per search:
@@ -67,7 +68,7 @@ def pipeline_file(tmp: Path, args, data: str, shared: bool) -> Path:
                    "holdout_fraction": 0.1},
         "preprocess": {"augment": {"on": "cpu", "ops": [{"op": "random_resized_crop", "size": 64,
                                                           "scale": [0.35, 1.0]}, {"op": "flip"}]},
-                       "batch_size": 64, "actors": {"min_size": 1, "max_size": 2, "num_cpus": 0.25}},
+                       "batch_size": 64, "actors": {"min_size": 2, "max_size": 2, "num_cpus": 0.125}},
         "echo": {"stage": "after_augment", "factor": 1.0, "shuffle_buffer": 256},
         "model": {"name": "small_cnn", "width": 8},
         "optimizer": {"name": "sgd", "lr": 0.05, "momentum": 0.9},

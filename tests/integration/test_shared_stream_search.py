@@ -10,7 +10,7 @@ untrained rest is exactly the last partial batch; its fresh count is its distinc
 (epoch, sample) pairs. The first trial to attach starts at row 0, so its rows are its
 private stream's: every id exactly max_epochs times. The producer read every sample
 once per plan epoch it produced, and no more rows than the furthest trial needed plus
-the window. The MLflow parent run records the group; no hub is left running."""
+the window; its actors read at most two calls each beyond that. The MLflow parent run records the group; no hub is left running."""
 
 import json
 import time
@@ -27,6 +27,7 @@ from ray.util.state import list_actors
 from echoray.config_load import load_config, read_yaml
 from echoray.data.plan import read_plan
 from echoray.data.sources import index_source
+from echoray.tune.share_producer import DEPTH
 
 EPOCHS, BATCH = 3, 64
 DIVERGING_LR = 10000.0
@@ -108,6 +109,9 @@ def test_trials_share_one_stream_exactly(local_ray, tmp_path, sqlite_uri):
     assert all(reads[ep] == {"rows": n, "distinct": n, "max_count": 1, "late_rows": 0} for ep in range(furthest // n))
     assert group["produced_rows"] == sum(v["rows"] for v in reads.values())
     assert group["produced_rows"] <= furthest + group["window_rows"] + cfg.preprocess.batch_size
+    # the actors read at most DEPTH calls each past what the hub produced (tune/share_producer.py)
+    ahead = DEPTH * cfg.preprocess.actors.min_size * cfg.preprocess.batch_size
+    assert 0 <= group["read_unused_rows"] <= ahead and group["calls_cut"] <= DEPTH * cfg.preprocess.actors.min_size
     assert group["window"]["peak_rows"] <= group["window_rows"] + cfg.preprocess.batch_size
     print(f"shared stream: {group['produced_rows']} rows read for "
           f"{sum(c['rows_taken'] for c in consumers.values())} rows taken by 3 trials; starts "
