@@ -69,7 +69,10 @@ class ProducerPool:
                  resources: dict[str, float] | None = None):
         if size < 1:
             raise ValueError(f"a producer pool needs at least one actor, got {size}")
-        cls = ray.remote(PreprocessActor).options(num_cpus=num_cpus, resources=resources or None)
+        # As Ray Data's pool (and the hub's earlier Ray Data stream): a dead actor process is
+        # restarted and its calls retried; an error a call raises (bad data) is not retried.
+        cls = ray.remote(PreprocessActor).options(num_cpus=num_cpus, resources=resources or None,
+                                                  max_restarts=-1, max_task_retries=-1)
         self.actors = [cls.remote(args) for _ in range(size)]
         self.plan = plan
         self.in_flight = [0] * size
