@@ -19,10 +19,13 @@ class Sim:
     def __init__(self, echo: AutoEcho, tp: Throughput):
         self.echo, self.tp, self.t, self.trained = echo, tp, 0.0, 0.0
 
-    def advance(self, until: float, up: float, down: float, first_step_at: float | None = DT) -> None:
+    def advance(self, until: float, up: float, down: float, first_step_at: float | None = DT,
+                report_every: float = DT) -> None:
+        """The actor reports every `report_every` seconds (one call), the worker every DT."""
         while self.t + DT <= until:
             self.t += DT
-            self.tp.add_stage("upstream", "a0", up * DT, DT)  # rows and busy seconds of this report
+            if self.t % report_every == 0:
+                self.tp.add_stage("upstream", "a0", up * report_every, report_every, at=self.t)  # rows, busy s
             self.trained += down * DT
             self.tp.set_worker(0, self.trained, self.t)  # cumulative
             self.echo.on_heartbeat(self.t, first_step_at)
@@ -77,3 +80,19 @@ def test_before_the_first_step_nothing_is_measured():
     echo, sim = make("auto")
     sim.advance(3.0, up=100.0, down=0.0, first_step_at=None)  # actors read, no worker has stepped
     assert echo.factor == 1.0 and echo.history == []
+
+
+def test_windows_between_actor_reports_use_the_last_calls():
+    """A text actor reports once per call, seconds apart: e is set 0.5 s after the first
+    step from the reads before it, and every window's upstream is the last four calls'."""
+    echo, sim = make("auto")
+    sim.advance(4.0, up=100.0, down=0.0, first_step_at=None, report_every=1.0)  # 4 calls of 1 s
+    sim.advance(6.0, up=100.0, down=400.0, first_step_at=4.25, report_every=4.0)
+    # windows close at 4.75, 5.25, 5.75, no actor report in any: upstream is the 4 calls'
+    assert [p["time"] for p in echo.history] == [4.75, 5.25, 5.75]
+    assert all(p["measured_R"] == pytest.approx(4.0) for p in echo.history)
+    sim.advance(8.0, up=50.0, down=400.0, first_step_at=4.25, report_every=4.0)  # a 4 s call at 8.0
+    # its 200 rows in 4 s with the three 1 s calls before it: 500 rows in 7 s
+    assert echo.history[-1]["time"] == 7.75 and echo.history[-1]["measured_R"] == pytest.approx(4.0)
+    sim.advance(8.5, up=50.0, down=400.0, first_step_at=4.25, report_every=4.0)
+    assert echo.history[-1]["time"] == 8.25 and echo.history[-1]["measured_R"] == pytest.approx(400 / (500 / 7))

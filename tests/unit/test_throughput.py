@@ -52,3 +52,17 @@ def test_idle_or_dead_actors_do_not_inflate_the_upstream_rate():
     t.set_worker(0, 6000, 1.5)
     assert t.since(before).rates() == (500.0, 4000.0)  # the old count-of-actors rule said 1000
     assert t.since(before).measured_r() == 8.0
+
+
+def test_recent_stage_rate_reaches_back_to_the_last_calls_per_actor():
+    t = Throughput()
+    for at, (actor, rows, busy) in enumerate([("a", 100, 1.0), ("b", 300, 1.0), ("a", 100, 3.0), ("b", 100, 1.0)]):
+        t.add_stage("upstream", actor, rows, busy, at=float(at))
+    # the window after 2.5 holds one report (b's at 3): two per actor reach back to all four
+    assert t.recent_stage_rate("upstream", since=2.5, min_reports=2) == pytest.approx(200 / 4.0 + 400 / 2.0)
+    # one per actor: the last two reports, a's at 2 and b's at 3
+    assert t.recent_stage_rate("upstream", since=2.5, min_reports=1) == pytest.approx(100 / 3.0 + 100 / 1.0)
+    # enough reports in the window: the window alone
+    assert t.recent_stage_rate("upstream", since=-1.0, min_reports=2) == pytest.approx(200 / 4.0 + 400 / 2.0)
+    assert t.recent_upstream_rate(since=2.5, min_reports=1) == pytest.approx(100 / 3.0 + 100 / 1.0)
+    assert Throughput().recent_upstream_rate(since=0.0, min_reports=4) is None

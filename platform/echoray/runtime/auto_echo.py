@@ -4,8 +4,15 @@ Measured: R = downstream / upstream rate in sample units from busy time
 (runtime/throughput.py): fresh rows per busy second of the preprocessing actors that
 worked in the window, summed; trained samples per train-step second of the workers,
 summed. How often: every AUTO_UPDATE_S (0.5 s), on the heartbeat after it, over the window
-since the last update (the first window opens after the first step; one without reports
-from both sides stays open). Damping: the state is an estimate of log R, never clipped
+since the last update (the first window opens after the first step; one without a worker's
+step stays open). Upstream: the actors' reports in the window, reaching back to the last
+UPSTREAM_MIN_REPORTS per actor where it holds fewer (runtime/throughput.py
+recent_stage_rate); before the first window these are the reads before the first step.
+An actor reports once per call, and a text call reading units behind a slow store takes
+8-9 s with rows that vary by call (benchmarks/lm_auto_echo.py): waiting for a report in
+every window set e at most once per call (a run that reached its target after 28 s of
+training trained at e = 1 for its first 10 s), and one call's rate swung the window R
+between 3 and 16 where the run's was 8. Damping: the state is an estimate of log R, never clipped
 (data/echo.py update_r_estimate): the mean of log R over the first windows (the first
 sets it outright), then an exponential average with gain 1/3; e = the estimate's R within
 [1, echo.max_factor] (auto_factor), so e falls when R falls, and at R near the cap windows
@@ -25,6 +32,9 @@ from echoray.runtime.throughput import Throughput
 # 0.5 s: two to four actor reports of 128 samples at R ~ 4 on digits, so one window is
 # not noise alone, and e is set from R 0.5 s after the first step.
 AUTO_UPDATE_S = 0.5
+# 4 reports per actor: where calls are short (digits: 2-4 per window) the window alone;
+# where a call takes seconds, the last four calls' ratio of summed rows to busy time.
+UPSTREAM_MIN_REPORTS = 4
 
 
 class AutoEcho:
@@ -53,7 +63,9 @@ class AutoEcho:
             self._update(now)
 
     def _update(self, now: float) -> None:
-        r = self.throughput.since(self._window).measured_r()
+        down = self.throughput.since(self._window).rates()[1]
+        up = self.throughput.recent_upstream_rate(self._window_at, UPSTREAM_MIN_REPORTS)
+        r = down / up if up and down else None
         if r is not None:
             self.r_estimate = update_r_estimate(self.r_estimate, r)
             self.factor = auto_factor(self.r_estimate, self.max_factor)

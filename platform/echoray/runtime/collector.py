@@ -58,7 +58,7 @@ class RunCollector:
 
     # --- from preprocessing actors ---
     def stage(self, name: str, actor: str, rows: int, busy_s: float, reads: int = 0) -> None:
-        self.throughput.add_stage(name, actor, rows, busy_s)
+        self.throughput.add_stage(name, actor, rows, busy_s, at=time.time())
         self.source_reads += reads
         if self.first_read_at is None and reads:
             self.first_read_at = time.time() - busy_s  # the read began busy_s before its report

@@ -14,12 +14,22 @@ upstream rate, i.e. t_up / t_down per example, the paper's ratio.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
 # The preprocessing actor reports the work before the echo point as "upstream" and,
 # when echo precedes augmentation, the augmentation of echoed rows as "downstream".
 UPSTREAM = ("upstream",)
+# Reports kept per stage for recent_stage_rate: 4 per actor reach back past any window.
+REPORTS_KEPT = 512
+
+
+@dataclass(frozen=True)
+class Report:
+    at: float
+    actor: str
+    rows: float
+    busy_s: float
 
 
 @dataclass
@@ -32,11 +42,33 @@ class Totals:
 class Throughput:
     stages: dict[str, dict[str, Totals]] = field(default_factory=lambda: defaultdict(dict))
     workers: dict[int, Totals] = field(default_factory=dict)
+    reports: dict[str, deque[Report]] = field(default_factory=lambda: defaultdict(lambda: deque(maxlen=REPORTS_KEPT)))
 
-    def add_stage(self, stage: str, actor: str, rows: int, busy_s: float) -> None:
+    def add_stage(self, stage: str, actor: str, rows: int, busy_s: float, at: float = 0.0) -> None:
         t = self.stages[stage].setdefault(actor, Totals())
         t.rows += rows
         t.busy_s += busy_s
+        self.reports[stage].append(Report(at, actor, rows, busy_s))
+
+    def recent_stage_rate(self, stage: str, since: float, min_reports: int) -> float | None:
+        """A stage's rate (as stage_rate: per-actor rows per busy second, summed over the
+        actors that worked) over the reports after `since`, reaching back to the stage's
+        last min_reports per known actor where the window holds fewer. An actor reports
+        once per call, and a call can take seconds with rows that vary by call (text units
+        of different sizes): a short window would hold no report, or one call's rate."""
+        log = self.reports.get(stage)
+        if not log:
+            return None
+        recent = [r for r in log if r.at > since]
+        if len(recent) < (need := min_reports * len(self.stages[stage])):
+            recent = list(log)[-need:]
+        per_actor: dict[str, Totals] = {}
+        for r in recent:
+            t = per_actor.setdefault(r.actor, Totals())
+            t.rows += r.rows
+            t.busy_s += r.busy_s
+        rates = [t.rows / t.busy_s for t in per_actor.values() if t.rows > 0 and t.busy_s > 0]
+        return sum(rates) if rates else None
 
     def set_worker(self, rank: int, trained: int, step_s: float) -> None:
         """Cumulative figures from one worker (replaces the previous report)."""
@@ -56,6 +88,11 @@ class Throughput:
         if (t := self.train_rate()) is not None:
             down.append(t)
         return (min(up) if up else None), (min(down) if down else None)
+
+    def recent_upstream_rate(self, since: float, min_reports: int) -> float | None:
+        """rates()'s upstream figure over recent_stage_rate's reports."""
+        up = [r for s in self.stages if s in UPSTREAM and (r := self.recent_stage_rate(s, since, min_reports))]
+        return min(up) if up else None
 
     def measured_r(self) -> float | None:
         up, down = self.rates()
