@@ -73,7 +73,11 @@ class ProducerPool:
         # restarted and its calls retried; an error a call raises (bad data) is not retried.
         cls = ray.remote(PreprocessActor).options(num_cpus=num_cpus, resources=resources or None,
                                                   max_restarts=-1, max_task_retries=-1)
-        self.actors = [cls.remote(args) for _ in range(size)]
+        # A restart runs the constructor again from its arguments: put once and held here for
+        # the pool's life (a source index, e.g. digits' arrays, is too big to travel inline,
+        # and Ray frees a creation argument nobody holds: ray-project/ray#53727).
+        self.args_ref = ray.put(args)
+        self.actors = [cls.remote(self.args_ref) for _ in range(size)]
         self.plan = plan
         self.in_flight = [0] * size
         self.pending: deque[tuple[int, ray.ObjectRef, ray.ObjectRef]] = deque()
