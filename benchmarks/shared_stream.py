@@ -21,15 +21,17 @@ alternating, for the files on local disk and in a bucket of the local S3 server
   read_unused_rows; calls cut part-way, calls_cut, are not counted) and those rows x
   the set's mean JPEG size; for local
   files also read_chars_local: the bytes the actor processes read through read(2);
-- each trial's fresh examples to target, target reached, its own wall time;
+- each trial's fresh examples to target, target reached, its best held-out accuracy
+  (trial_results: per search point, shared against the separate runs' spread), its own
+  wall time;
 - object store: the high-water mark of the objects Ray reports (ray.util.state
   list_objects, every 2 s) and, shared, the window's peak held bytes and rows against
   its bound in rows.
 
-    .venv/bin/python benchmarks/shared_stream.py [--files 2000] [--trials 8] [--concurrency 4] [--where local,s3]
+    .venv/bin/python benchmarks/shared_stream.py [--files 2000] [--trials 8] [--concurrency 4] [--where local,s3] [--pairs 1] [--target 0.9] [--name shared_stream]
     .venv/bin/python benchmarks/shared_stream.py --smoke   # 200 files, 4 trials at 2, local only
 
-Writes benchmarks/results/shared_stream.json (common.save; ECHORAY_BENCH_RESULTS elsewhere).
+Writes benchmarks/results/NAME.json (shared_stream.json by default; common.save; ECHORAY_BENCH_RESULTS elsewhere).
 """
 
 from __future__ import annotations
@@ -179,7 +181,8 @@ def one_search(where: str, data: str, shared: bool, args, tmp: Path, mean_file_b
         "rows_read": rows_read, "bytes_read": int(rows_read * mean_file_bytes),
         "read_chars_local": procs["preprocess"]["read_chars"] if where == "local" else None,
         "trials": [{"trial_key": t["trial_key"], "params": t["params"], "status": t["status"],
-                    "fresh_examples": t["fresh_examples"], "fresh_examples_to_target": t["fresh_examples_to_target"]}
+                    "fresh_examples": t["fresh_examples"], "fresh_examples_to_target": t["fresh_examples_to_target"],
+                    "best_metric": t.get("best_metric", t.get("best_accuracy"))}
                    for t in summary["trials"]],
         "trial_wall_s": [round(t["wall_s"], 1) for t in trials],
         "object_store_peak_bytes": sampler.store_peak, "object_store_error": sampler.store_error,
@@ -209,7 +212,36 @@ def compare(runs: list[dict], where: str) -> dict:
               for t in r["trials"] if t["fresh_examples_to_target"] is not None]
         out[f"fresh_to_target_{'shared' if shared else 'separate'}"] = (
             {"n": len(fe), "min": min(fe), "median": statistics.median(fe), "max": max(fe)} if fe else {"n": 0})
+    out["trial_results"] = trial_results(runs, where)
     return out
+
+
+def trial_results(runs: list[dict], where: str) -> dict:
+    """Each search point's best held-out metric, shared against separate over the pairs (the
+    same search seed: the same points): per point the separate runs' [min, max] and the
+    shared runs' values, and how many shared values fall inside the separate spread widened
+    by the largest spread any point has between two separate runs (one pair gives no spread
+    of its own)."""
+    by: dict[str, dict[bool, list[float]]] = {}
+    for r in runs:
+        if r["where"] != where:
+            continue
+        for t in r["trials"]:
+            if t.get("best_metric") is not None:
+                by.setdefault(t["trial_key"], {True: [], False: []})[r["shared"]].append(t["best_metric"])
+    noise = max((max(v[False]) - min(v[False]) for v in by.values() if len(v[False]) > 1), default=0.0)
+    points, inside, n = {}, 0, 0
+    for key, v in sorted(by.items()):
+        if not v[False] or not v[True]:
+            continue
+        lo, hi = min(v[False]) - noise, max(v[False]) + noise
+        k = sum(lo <= x <= hi for x in v[True])
+        inside, n = inside + k, n + len(v[True])
+        points[key] = {"separate": v[False], "shared": v[True], "shared_inside": k}
+    mean = {s: statistics.mean(x for v in by.values() for x in v[s]) if any(v[s] for v in by.values()) else None
+            for s in (True, False)}
+    return {"points": points, "separate_noise": noise, "shared_inside": inside, "shared_values": n,
+            "mean_best_shared": mean[True], "mean_best_separate": mean[False]}
 
 
 def main() -> None:
@@ -222,6 +254,7 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=1, help="shared/separate pairs per store, alternating")
     ap.add_argument("--where", default="local,s3")
     ap.add_argument("--smoke", action="store_true", help="200 files, 4 trials at 2, 2 epochs, local only")
+    ap.add_argument("--name", default="shared_stream", help="results/NAME.json")
     args = ap.parse_args()
     if args.smoke:
         args.files, args.trials, args.concurrency, args.epochs, args.where = 200, 4, 2, 2, "local"
@@ -254,7 +287,7 @@ def main() -> None:
            "mean_file_bytes": mean_file_bytes, "smoke": args.smoke}
     print(json.dumps(out["figures"], indent=2))
     # the end's load once this run's own Ray has shut down (its actors are not other work)
-    print(save("shared_stream", out, args, start_load=start_load, end_load=settled_load(), seeds=[0],
+    print(save(args.name, out, args, start_load=start_load, end_load=settled_load(), seeds=[0],
                repeats=args.pairs))
 
 
