@@ -108,6 +108,12 @@ def examples_per_row_read(plan, live_factor) -> float:
     return float(live_factor()) if plan.actor_factor == "auto" else float(plan.actor_factor)
 
 
+# Actor CPU is sampled this often while batches arrive: Ray Data stops a pool's actors
+# once the plan's last blocks are done, before the consumer takes the last batches, and a
+# run to the plan's end (benchmarks/input_epochs.py) sampled none at its last batch.
+CPU_SAMPLE_S = 0.5
+
+
 def _consume(batches, seconds: float | None, collector) -> tuple[list, list, dict]:
     """Takes batches until `seconds` after the first one (or the plan's end): (marks:
     (arrival time, examples so far) per batch; produced: (time, rows the pool had read) at
@@ -115,20 +121,25 @@ def _consume(batches, seconds: float | None, collector) -> tuple[list, list, dic
     marks: list[tuple[float, int]] = []
     produced: list[tuple[float, int]] = []
     cpu: dict[str, Any] = {}
+    actors: dict[int, float] = {}  # each actor's CPU at its latest sample (CPU_SAMPLE_S apart)
     examples = 0
     for batch in batches:
         examples += len(batch["sample_id"])
         marks.append((time.perf_counter(), examples))
         if len(marks) == 1:
             cpu["first"] = (bench_probe.actor_cpu_s(), bench_probe.driver_cpu_s())
+            sampled = marks[0][0]
+        elif marks[-1][0] - sampled >= CPU_SAMPLE_S:
+            actors.update(bench_probe.actor_cpu_s())
+            sampled = marks[-1][0]
         if seconds is not None:
             if not produced and marks[-1][0] - marks[0][0] >= seconds / 2:
                 produced.append((time.perf_counter(), _rows_read(collector)))
             if marks[-1][0] - marks[0][0] >= seconds:
                 produced.append((time.perf_counter(), _rows_read(collector)))
                 break
-    if marks:  # sampled before the pool is torn down (plan ended: the actors may be going)
-        cpu["last"] = (bench_probe.actor_cpu_s(), bench_probe.driver_cpu_s())
+    if marks:  # an actor gone by now (the plan ended, the pool shrank) counts to its last sample
+        cpu["last"] = ({**actors, **bench_probe.actor_cpu_s()}, bench_probe.driver_cpu_s())
     return marks, produced, cpu
 
 

@@ -5,6 +5,7 @@ import os
 import pytest
 
 from echoray import bench_probe
+from echoray import bench_input
 from echoray.bench_input import after_first_rate, examples_per_row_read, per_cpu_second
 from echoray.config import PipelineConfig
 from echoray.echo_plan import EchoPlan
@@ -24,6 +25,22 @@ def test_per_cpu_second_counts_the_window_and_new_actors_from_their_start():
     assert out["images_per_actor_cpu_s"] == 512 / 4.5
     assert out["images_per_cpu_s"] == 512 / 5.0
     assert per_cpu_second(marks, {})["images_per_cpu_s"] is None
+
+
+def test_an_actor_gone_before_the_last_batch_counts_to_its_last_sample(monkeypatch):
+    """Ray Data stops the pool when the plan's last blocks are done, before the consumer
+    takes the last batches: the actors' CPU is sampled every CPU_SAMPLE_S on the way."""
+    clock = iter([0.0, 0.3, 0.6, 1.2, 1.5])  # one perf_counter reading per batch
+    actor = iter([{7: 1.0}, {7: 2.0}, {7: 3.0}, {}])  # at batch 1, 0.6 s, 1.2 s, the end (gone)
+    monkeypatch.setattr(bench_input.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(bench_probe, "actor_cpu_s", lambda: next(actor))
+    monkeypatch.setattr(bench_probe, "driver_cpu_s", lambda: 0.0)
+    batches = [{"sample_id": [0] * 64} for _ in range(5)]
+    marks, _, cpu = bench_input._consume(batches, None, None)
+    assert [m[1] for m in marks] == [64, 128, 192, 256, 320]
+    assert cpu["first"][0] == {7: 1.0} and cpu["last"][0] == {7: 3.0}  # not {}: its last sample
+    assert per_cpu_second(marks, cpu)["images_per_actor_cpu_s"] == 256 / 2.0
+    assert bench_input.CPU_SAMPLE_S == 0.5
 
 
 def test_busy_machine_warns_only_above_the_core_count():
