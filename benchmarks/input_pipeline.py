@@ -125,11 +125,10 @@ def echoray_cfg(root: Path, *extra: str):
 # as a load average ("dataloader_per_core": 281 was read as a load of 281).
 ARMS = {  # name -> extra echoray overrides (None: the torch DataLoader)
     "torch_baseline": None,
-    "echoray": [],
-    # One read (so one decode) at a time per actor, like a DataLoader worker: on a loaded
-    # machine more runnable threads take a larger share of the cores, so this arm is the
-    # like-for-like one.
-    "echoray_read_concurrency_1": ["source.read_concurrency=1"],
+    "echoray": [],  # local files: one read (so one decode) at a time per actor, the default
+    # The default before this file's quiet run showed threads contending for the cores on
+    # local files (source.read_concurrency 16, what an object store gets).
+    "echoray_read_concurrency_16": ["source.read_concurrency=16"],
 }
 
 

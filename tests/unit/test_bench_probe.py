@@ -4,8 +4,7 @@ import os
 
 import pytest
 
-from echoray import bench_probe
-from echoray import bench_input
+from echoray import bench_input, bench_probe
 from echoray.bench_input import after_first_rate, examples_per_row_read, per_cpu_second
 from echoray.config import PipelineConfig
 from echoray.echo_plan import EchoPlan

@@ -238,3 +238,12 @@ print(rows["image"].shape, actor.first, "torch" in sys.modules)
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split("\n")[-2] == "(8, 224, 224, 3) 2 False"
+
+
+def test_read_concurrency_defaults_to_16_over_a_network_and_1_on_local_files():
+    local = SourceConfig(kind="image_folder", path="/data/imagenet")
+    assert local.read_concurrency is None and local.reads_in_flight() == 1
+    assert SourceConfig(kind="image_folder", path="file:///data/imagenet").reads_in_flight() == 1
+    assert SourceConfig(kind="image_folder", path="s3://bucket/imagenet").reads_in_flight() == 16
+    assert SourceConfig(kind="image_folder", path="/data/imagenet", remote={"latency_ms": 20}).reads_in_flight() == 16
+    assert SourceConfig(kind="image_folder", path="s3://bucket/imagenet", read_concurrency=4).reads_in_flight() == 4
