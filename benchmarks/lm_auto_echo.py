@@ -55,7 +55,9 @@ def one_run(a, c: lm_common.Corpus, factor: str, latency_ms: float, seed: int) -
             "target_reached": s["target_reached"], "fresh_examples_to_target": s["fresh_examples_to_target"],
             "train_time_to_target_s": train_t, "reads_before_first_step": head,
             "time_to_target_s": train_t + head / up if train_t is not None and up else None,
-            "best_bits_per_byte": s["best_metric"], "wall_s": s["wall_s"]}
+            "best_bits_per_byte": s["best_metric"], "wall_s": s["wall_s"],
+            # the share of the run the worker waited for data, at its last evaluation
+            "wait_fraction": s["history"][-1]["wait_fraction"] if s["history"] else None}
 
 
 def latency_for(r_target: float, probe_ms: float, up0: float, down: float, requests_per_seq: float) -> float:

@@ -42,6 +42,7 @@ class Heartbeat:
     samples: int  # trained samples (Counters.samples: a sample's batch-augmentation views once)
     step_s: float  # time inside train steps
     fresh: int = 0  # fresh examples this worker counted (exact once reconciled at an evaluation)
+    wait_s: float = 0.0  # time waiting for the stream (its start-up excluded): `auto` reads starvation from it
 
 
 @dataclass

@@ -36,6 +36,18 @@ def test_recent_window_uses_only_the_differences():
     assert t.measured_r() == pytest.approx((300 / 1.1) / (200 / 1.25))
 
 
+def test_workers_waits_and_fresh_examples_in_a_window():
+    t = Throughput()
+    t.set_worker(0, 100, 1.0, wait_s=0.5, fresh=100)
+    t.set_worker(1, 100, 1.0, wait_s=0.1, fresh=100)
+    before = t.snapshot()
+    t.set_worker(0, 500, 2.0, wait_s=0.9, fresh=150)  # cumulative: waited 0.4 s more, 50 fresh
+    t.set_worker(1, 500, 2.0, wait_s=0.1, fresh=160)  # no wait, 60 fresh
+    assert t.since(before).consumer_totals() == (pytest.approx(0.2), 110, 2)  # mean wait per worker
+    assert t.consumer_totals() == (pytest.approx(0.5), 310, 2)
+    assert Throughput().consumer_totals() == (0.0, 0.0, 0)
+
+
 def test_no_figures_yet():
     assert Throughput().measured_r() is None
 

@@ -12,7 +12,18 @@ An actor reports once per call, and a text call reading units behind a slow stor
 8-9 s with rows that vary by call (benchmarks/lm_auto_echo.py): waiting for a report in
 every window set e at most once per call (a run that reached its target after 28 s of
 training trained at e = 1 for its first 10 s), and one call's rate swung the window R
-between 3 and 16 where the run's was 8. Damping: the state is an estimate of log R, never clipped
+between 3 and 16 where the run's was 8. Starvation: the actors' busy time leaves out
+what passes between their calls (scheduling, the read-ahead gate, a call's rows leaving
+as one block), so the busy-time R understates what the workers see: on the text benchmark
+at e = 1 the actors' busy rate was 131-171 sequences/s while the workers trained 98-111
+fresh a second (benchmarks/results/lm_auto_echo.json), and e = 8 stepped 5.6x as fast as
+e = 1 where the busy-time R read 4.8. So a window is read by what the workers did
+(window_r): where they waited for data (STARVED_WAIT of the window's wall time or more,
+over the last DELIVERED_WINDOWS windows), the upstream was the limit and R is the
+downstream rate over the fresh examples they got per second; where they did not, the
+upstream kept up at e, which shows only that R <= e: R is the busy-time figure but no
+lower than e * (1 - DECAY), so e falls towards it a step at a time and the first window
+that waits again brings it back. Damping: the state is an estimate of log R, never clipped
 (data/echo.py update_r_estimate): the mean of log R over the first windows (the first
 sets it outright), then an exponential average with gain 1/3; e = the estimate's R within
 [1, echo.max_factor] (auto_factor), so e falls when R falls, and at R near the cap windows
@@ -25,6 +36,8 @@ factor never moves. Pure given the clock: the collector passes `now` in.
 from __future__ import annotations
 
 import math
+from collections import deque
+from dataclasses import dataclass
 
 from echoray.data.echo import REstimate, auto_factor, update_r_estimate
 from echoray.runtime.throughput import Throughput
@@ -35,6 +48,40 @@ AUTO_UPDATE_S = 0.5
 # 4 reports per actor: where calls are short (digits: 2-4 per window) the window alone;
 # where a call takes seconds, the last four calls' ratio of summed rows to busy time.
 UPSTREAM_MIN_REPORTS = 4
+# A window whose workers waited for data this share of its wall time or more was starved
+# (a step waits a little for its batch even when the stream keeps up: under 1% on digits).
+STARVED_WAIT = 0.05
+# Starvation and fresh examples per second over the last 4 windows (2 s): a text call's
+# rows arrive as one block every few seconds, and one window can fall between two.
+DELIVERED_WINDOWS = 4
+# A window that did not wait moves R down to at most e * (1 - DECAY): from e = 8 to 2 in
+# about ten seconds at the estimate's gain of 1/3.
+DECAY = 0.2
+
+
+@dataclass(frozen=True)
+class ConsumerWindow:
+    """What the workers did in one window: its wall time, their mean wait, fresh examples."""
+    wall_s: float
+    wait_s: float
+    fresh: float
+
+
+def window_r(down: float | None, busy_up: float | None, recent: list[ConsumerWindow],
+             factor: float) -> float | None:
+    """One window's R (see the module's docstring): `down` the workers' trained samples per
+    step-second, `busy_up` the actors' rows per busy second, `recent` the last windows, the
+    current one last, `factor` the e the workers trained at. None: nothing to measure."""
+    if not down:
+        return None
+    wall = sum(w.wall_s for w in recent)
+    fresh = sum(w.fresh for w in recent)
+    if wall > 0 and sum(w.wait_s for w in recent) >= STARVED_WAIT * wall and fresh > 0:
+        delivered_r = down / (fresh / wall)
+        return max(delivered_r, down / busy_up) if busy_up else delivered_r
+    if not busy_up:
+        return None
+    return max(down / busy_up, factor * (1 - DECAY))
 
 
 class AutoEcho:
@@ -46,6 +93,7 @@ class AutoEcho:
         self.throughput = throughput  # the collector's, shared: it also gives the run's rates
         self.history: list[dict[str, float]] = []  # {"time", "factor", "measured_R"} per change
         self.r_estimate: REstimate | None = None
+        self._recent: deque[ConsumerWindow] = deque(maxlen=DELIVERED_WINDOWS)
         self._window, self._window_at = throughput.snapshot(), now
         if self.auto and resumed_factor:
             self.factor = float(resumed_factor)
@@ -63,10 +111,13 @@ class AutoEcho:
             self._update(now)
 
     def _update(self, now: float) -> None:
-        down = self.throughput.since(self._window).rates()[1]
+        window = self.throughput.since(self._window)
+        wait_s, fresh, _ = window.consumer_totals()
+        current = ConsumerWindow(now - self._window_at, wait_s, fresh)
         up = self.throughput.recent_upstream_rate(self._window_at, UPSTREAM_MIN_REPORTS)
-        r = down / up if up and down else None
-        if r is not None:
+        r = window_r(window.rates()[1], up, [*self._recent, current][-DELIVERED_WINDOWS:], self.factor)
+        if r is not None:  # else the window stays open
+            self._recent.append(current)
             self.r_estimate = update_r_estimate(self.r_estimate, r)
             self.factor = auto_factor(self.r_estimate, self.max_factor)
             self.history.append({"time": now, "factor": self.factor, "measured_R": r})

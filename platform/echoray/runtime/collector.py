@@ -119,7 +119,7 @@ class RunCollector:
                 and beat.steps > self.recoveries[-1]["steps"]:
             self.recoveries[-1]["first_step_at"] = now
         self.last_progress = now
-        self.throughput.set_worker(beat.rank, beat.samples, beat.step_s)
+        self.throughput.set_worker(beat.rank, beat.samples, beat.step_s, beat.wait_s, beat.fresh)
         self.echo.on_heartbeat(now, self.first_step_at)
         return self.aborted is not None
 

@@ -39,9 +39,17 @@ class Totals:
 
 
 @dataclass
+class Waits:
+    """A worker's time waiting for its input and the fresh examples it trained (cumulative)."""
+    wait_s: float = 0.0
+    fresh: float = 0.0
+
+
+@dataclass
 class Throughput:
     stages: dict[str, dict[str, Totals]] = field(default_factory=lambda: defaultdict(dict))
     workers: dict[int, Totals] = field(default_factory=dict)
+    waits: dict[int, Waits] = field(default_factory=dict)
     reports: dict[str, deque[Report]] = field(default_factory=lambda: defaultdict(lambda: deque(maxlen=REPORTS_KEPT)))
 
     def add_stage(self, stage: str, actor: str, rows: int, busy_s: float, at: float = 0.0) -> None:
@@ -70,9 +78,17 @@ class Throughput:
         rates = [t.rows / t.busy_s for t in per_actor.values() if t.rows > 0 and t.busy_s > 0]
         return sum(rates) if rates else None
 
-    def set_worker(self, rank: int, trained: int, step_s: float) -> None:
+    def set_worker(self, rank: int, trained: int, step_s: float, wait_s: float = 0.0, fresh: int = 0) -> None:
         """Cumulative figures from one worker (replaces the previous report)."""
         self.workers[rank] = Totals(trained, step_s)
+        self.waits[rank] = Waits(wait_s, fresh)
+
+    def consumer_totals(self) -> tuple[float, float, int]:
+        """(mean wait per worker in seconds, fresh examples of all workers, workers)."""
+        if not self.waits:
+            return 0.0, 0.0, 0
+        return (sum(w.wait_s for w in self.waits.values()) / len(self.waits),
+                sum(w.fresh for w in self.waits.values()), len(self.waits))
 
     def stage_rate(self, stage: str) -> float | None:
         rates = [t.rows / t.busy_s for t in self.stages.get(stage, {}).values() if t.rows > 0 and t.busy_s > 0]
@@ -104,6 +120,7 @@ class Throughput:
             for a, t in actors.items():
                 copy.stages[s][a] = Totals(t.rows, t.busy_s)
         copy.workers = {r: Totals(t.rows, t.busy_s) for r, t in self.workers.items()}
+        copy.waits = {r: Waits(w.wait_s, w.fresh) for r, w in self.waits.items()}
         return copy
 
     def since(self, earlier: Throughput) -> Throughput:
@@ -116,4 +133,7 @@ class Throughput:
         for r, t in self.workers.items():
             e = earlier.workers.get(r, Totals())
             d.workers[r] = Totals(t.rows - e.rows, t.busy_s - e.busy_s)
+        for r, w in self.waits.items():
+            e = earlier.waits.get(r, Waits())
+            d.waits[r] = Waits(w.wait_s - e.wait_s, w.fresh - e.fresh)
         return d

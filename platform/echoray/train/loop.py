@@ -340,7 +340,7 @@ class WorkerLoop:
         c = self.state.counters
         now = time.perf_counter()
         if c.steps == 1 or now - self._last_beat >= self.beat_every:
-            if self.env.link.beat(Heartbeat(self.rank, c.steps, c.samples, c.step_s, c.fresh)):
+            if self.env.link.beat(Heartbeat(self.rank, c.steps, c.samples, c.step_s, c.fresh, c.wait_s)):
                 raise RunAborted("the driver stopped this run")
             self._last_beat = now
 
@@ -423,7 +423,7 @@ class WorkerLoop:
         loop_s = self.train_s()
         fresh_all, trained_all, samples_all, dups, nb = self.global_counts()
         c = s.counters
-        self.env.link.send("heartbeat", Heartbeat(self.rank, c.steps, c.samples, c.step_s, c.fresh))
+        self.env.link.send("heartbeat", Heartbeat(self.rank, c.steps, c.samples, c.step_s, c.fresh, c.wait_s))
         self.send_audit()
         final = None
         if self.rank == 0:
