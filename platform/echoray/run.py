@@ -72,7 +72,7 @@ def epoch_clock(cfg: PipelineConfig, n_train: int) -> EpochClock:
 def history_row(ev: dict) -> dict:
     """An epoch event as summary.json's history keeps it."""
     row = {k: ev.get(k) for k in ("epoch", "step", "loss", "accuracy", "accuracy_tta",
-                                  "fresh_examples", "trained_examples", "train_s")}
+                                  "fresh_examples", "trained_examples", "train_s", "wait_fraction")}
     return {**row, **{k: ev[k] for k in LM_EPOCH_KEYS if ev.get(k) is not None}}
 
 

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import pytest
 
-# summary.json's evaluation records (run.history_row): all compared but the time trained.
+# summary.json's evaluation records (run.history_row): all compared but the time trained
+# and the share of it spent waiting for data.
 COMPARED = {"epoch", "step", "loss", "accuracy", "accuracy_tta", "fresh_examples", "trained_examples"}
-TIMING = ("train_s",)
+TIMING = ("train_s", "wait_fraction")
 SMALL = ["train.target=null", "train.max_epochs=3", "source.limit=512"]
 CASES = {
     # The embedded default pipeline (`echoray train`), to its target: the README's figure.
