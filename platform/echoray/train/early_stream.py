@@ -14,17 +14,25 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 from echoray.config import PipelineConfig
-from echoray.echo_plan import EchoPlan, shuffle_buffer_rows  # noqa: F401 - shuffle_buffer_rows re-exported
+from echoray.echo_plan import shuffle_buffer_rows  # noqa: F401 - re-exported
 from echoray.seeds import STREAM_SAMPLER, derive_seed
 
 
 def batch_stream(data, cfg: PipelineConfig, group: int) -> Iterable[dict]:
     """The batches a reading worker takes from `data` (its Ray Train shard, or the Dataset
-    of a run trained in process): exact sizes, a seeded local shuffle per group (none when
-    the worker echoes at consumption time: it shuffles in its own pool, after the echo)."""
+    of a run trained in process): exact sizes, a seeded local shuffle per group, also
+    where the worker echoes at consumption time (its pool then mixes shuffled rows).
+
+    The pool alone is not a shuffle: it is topped up a batch at a time, so it holds the
+    last few hundred rows of the stream in stream order. A text read plan cuts files into
+    byte ranges, and without the local shuffle (which holds whole blocks, a call's rows)
+    every batch of `auto` came from a few kilobytes of one document: on
+    benchmarks/lm_auto_echo.py `auto` needed 489-619 steps to the target where e = 8
+    needed 208-312 at a higher mean factor (benchmarks/results/lm_auto_echo.json at
+    commit 77677c7)."""
     return data.iter_batches(
         batch_size=cfg.train.batch_size, batch_format="numpy", drop_last=True,
-        local_shuffle_buffer_size=None if EchoPlan.from_config(cfg).at_consumption else shuffle_buffer_rows(cfg),
+        local_shuffle_buffer_size=shuffle_buffer_rows(cfg),
         local_shuffle_seed=derive_seed(cfg.seed, STREAM_SAMPLER, group), prefetch_batches=2)
 
 
