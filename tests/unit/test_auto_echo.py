@@ -6,7 +6,14 @@ import math
 
 import pytest
 
-from echoray.runtime.auto_echo import AUTO_UPDATE_S, DECAY, STARVED_WAIT, AutoEcho, ConsumerWindow, window_r
+from echoray.runtime.auto_echo import (
+    AUTO_UPDATE_S,
+    DECAY,
+    STARVED_WAIT,
+    AutoEcho,
+    ConsumerWindow,
+    window_r,
+)
 from echoray.runtime.throughput import Throughput
 
 pytestmark = pytest.mark.unit

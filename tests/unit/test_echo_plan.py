@@ -162,3 +162,33 @@ def test_steps_per_epoch_are_counted_at_the_schedule_factor(stage, factor, sched
     assert plan.schedule_factor == schedule_factor
     assert plan.steps_per_shard_epoch(32, 1000, 2) == steps
     assert plan.steps_per_shard_epoch(32, 1000, 2, factor=1.0) == 15  # the fewest an epoch can take
+
+
+def test_rows_ahead_floor_holds_the_consumption_pool_behind_the_shuffle_buffer():
+    """A worker that echoes at consumption time keeps a local shuffle buffer and, behind it,
+    its echo pool (at e = 1 every pool row is fresh and untrained): source.max_rows_ahead's
+    floor counts both, or the actors wait for room the buffers can never give back."""
+    from echoray.data.pipeline import rows_ahead_floor
+
+    base = {"train": {"batch_size": 16}, "preprocess": {"augment": {"on": "cpu"}}}
+    fixed = PipelineConfig.model_validate({**base, "echo": {"stage": "after_augment", "factor": 4.0, "shuffle_buffer": 256}})
+    auto = PipelineConfig.model_validate({**base, "echo": {"stage": "after_augment", "factor": "auto", "shuffle_buffer": 256}})
+    assert not EchoPlan.from_config(fixed).at_consumption and EchoPlan.from_config(auto).at_consumption
+    block_rows, actors = 64, auto.preprocess.actors.max_size
+    assert rows_ahead_floor(fixed, block_rows) == 256 + 8 * 16 + 2 * block_rows * actors
+    assert rows_ahead_floor(auto, block_rows) == 2 * 256 + 8 * 16 + 2 * block_rows * actors
+
+
+def test_a_blocks_rows_are_the_split_over_its_chunks():
+    """rows_ahead_floor's two map tasks per actor, in rows: a text chunk is a read unit of
+    many sequences, an image chunk source.chunk_size ids (the last one short)."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from echoray.data.pipeline import block_rows
+
+    text = SimpleNamespace(train_ids=np.arange(36542))  # 179 read units
+    assert block_rows(text, 179, 2) == 2 * 205
+    images = SimpleNamespace(train_ids=np.arange(1000))  # 32 ids a chunk: 32 chunks
+    assert block_rows(images, 32, 4) == 4 * 32

@@ -19,7 +19,7 @@ from echoray.data.plan import num_chunks, plan_chunks, read_plan  # noqa: F401 -
 from echoray.data.preprocess_args import preprocess_args
 from echoray.data.sources import SourceIndex
 from echoray.data.stages import Preprocess
-from echoray.echo_plan import shuffle_buffer_rows
+from echoray.echo_plan import EchoPlan, shuffle_buffer_rows
 
 
 def plan_block_chunks(planned_chunks: int, max_actors: int, max_chunks: int = 4096) -> int:
@@ -32,9 +32,21 @@ def plan_block_chunks(planned_chunks: int, max_actors: int, max_chunks: int = 40
 
 def rows_ahead_floor(cfg: PipelineConfig, block_rows: int) -> int:
     """The least source.max_rows_ahead that cannot starve the workers: every worker's
-    shuffle buffer (or echo pool) and prefetched batches, plus two map tasks per actor."""
-    per_worker = (shuffle_buffer_rows(cfg) or 0) + 8 * cfg.train.batch_size  # Ray Data prefetch, the packer's carry, rows not yet reported
+    shuffle buffer, its echo pool where it echoes at consumption time (the pool's rows
+    fill up behind the shuffle buffer, at e = 1 all fresh), and prefetched batches, plus
+    two map tasks per actor."""
+    buffers = 2 if EchoPlan.from_config(cfg).at_consumption else 1
+    per_worker = buffers * (shuffle_buffer_rows(cfg) or 0) + 8 * cfg.train.batch_size  # Ray Data prefetch, the packer's carry, rows not yet reported
     return cfg.scaling.num_workers * per_worker + 2 * block_rows * cfg.preprocess.actors.max_size
+
+
+def block_rows(idx: SourceIndex, n_chunks: int, block_chunks: int) -> int:
+    """Rows a block of `block_chunks` plan chunks holds, on average. A text chunk is a read
+    unit of many sequences (204 on average in benchmarks/lm_auto_echo.py's corpus), not
+    source.chunk_size (1) rows: counted as 2 rows a block, rows_ahead_floor let about 1.5
+    blocks run ahead there, so a call of several seconds started only when the worker had
+    nearly run dry."""
+    return block_chunks * -(-len(idx.train_ids) // max(n_chunks, 1))
 
 
 def build_train_dataset(cfg: PipelineConfig, idx: SourceIndex, collector=None, first_epoch: int = 0,
@@ -51,7 +63,7 @@ def build_train_dataset(cfg: PipelineConfig, idx: SourceIndex, collector=None, f
     max_ahead = None
     if cfg.source.max_rows_ahead:  # a map task emits its rows when it ends: keep tasks small
         block_chunks = min(block_chunks, per_call)
-        max_ahead = max(cfg.source.max_rows_ahead, rows_ahead_floor(cfg, block_chunks * cfg.source.chunk_size))
+        max_ahead = max(cfg.source.max_rows_ahead, rows_ahead_floor(cfg, block_rows(idx, n_chunks, block_chunks)))
     # Two one-call blocks per actor first: a map task emits its rows when it ends, so the
     # first rows reach the workers after one actor call (64 images), not a whole block.
     blocks = read_plan(cfg.seed, cfg.train.max_epochs, n_chunks, first_epoch=first_epoch,
