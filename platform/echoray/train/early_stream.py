@@ -29,7 +29,7 @@ def batch_stream(data, cfg: PipelineConfig, group: int) -> Iterable[dict]:
     every batch of `auto` came from a few kilobytes of one document: on
     benchmarks/lm_auto_echo.py `auto` needed 489-619 steps to the target where e = 8
     needed 208-312 at a higher mean factor (benchmarks/results/lm_auto_echo.json at
-    commit 77677c7)."""
+    commit 694fa74)."""
     return data.iter_batches(
         batch_size=cfg.train.batch_size, batch_format="numpy", drop_last=True,
         local_shuffle_buffer_size=shuffle_buffer_rows(cfg),
