@@ -15,7 +15,7 @@ upstream rate, i.e. t_up / t_down per example, the paper's ratio.
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 # The preprocessing actor reports the work before the echo point as "upstream" and,
 # when echo precedes augmentation, the augmentation of echoed rows as "downstream".
@@ -39,8 +39,9 @@ class Totals:
 
 
 @dataclass
-class Waits:
-    """A worker's time waiting for its input and the fresh examples it trained (cumulative)."""
+class WorkerTotals(Totals):
+    """A worker's trained samples and step time, and its time waiting for its input and
+    the fresh examples it trained (all cumulative)."""
     wait_s: float = 0.0
     fresh: float = 0.0
 
@@ -48,8 +49,7 @@ class Waits:
 @dataclass
 class Throughput:
     stages: dict[str, dict[str, Totals]] = field(default_factory=lambda: defaultdict(dict))
-    workers: dict[int, Totals] = field(default_factory=dict)
-    waits: dict[int, Waits] = field(default_factory=dict)
+    workers: dict[int, WorkerTotals] = field(default_factory=dict)
     reports: dict[str, deque[Report]] = field(default_factory=lambda: defaultdict(lambda: deque(maxlen=REPORTS_KEPT)))
 
     def add_stage(self, stage: str, actor: str, rows: int, busy_s: float, at: float = 0.0) -> None:
@@ -80,15 +80,14 @@ class Throughput:
 
     def set_worker(self, rank: int, trained: int, step_s: float, wait_s: float = 0.0, fresh: int = 0) -> None:
         """Cumulative figures from one worker (replaces the previous report)."""
-        self.workers[rank] = Totals(trained, step_s)
-        self.waits[rank] = Waits(wait_s, fresh)
+        self.workers[rank] = WorkerTotals(trained, step_s, wait_s, fresh)
 
     def consumer_totals(self) -> tuple[float, float, int]:
         """(mean wait per worker in seconds, fresh examples of all workers, workers)."""
-        if not self.waits:
+        if not self.workers:
             return 0.0, 0.0, 0
-        return (sum(w.wait_s for w in self.waits.values()) / len(self.waits),
-                sum(w.fresh for w in self.waits.values()), len(self.waits))
+        return (sum(w.wait_s for w in self.workers.values()) / len(self.workers),
+                sum(w.fresh for w in self.workers.values()), len(self.workers))
 
     def stage_rate(self, stage: str) -> float | None:
         rates = [t.rows / t.busy_s for t in self.stages.get(stage, {}).values() if t.rows > 0 and t.busy_s > 0]
@@ -119,8 +118,7 @@ class Throughput:
         for s, actors in self.stages.items():
             for a, t in actors.items():
                 copy.stages[s][a] = Totals(t.rows, t.busy_s)
-        copy.workers = {r: Totals(t.rows, t.busy_s) for r, t in self.workers.items()}
-        copy.waits = {r: Waits(w.wait_s, w.fresh) for r, w in self.waits.items()}
+        copy.workers = {r: replace(t) for r, t in self.workers.items()}
         return copy
 
     def since(self, earlier: Throughput) -> Throughput:
@@ -131,9 +129,6 @@ class Throughput:
                 e = earlier.stages.get(s, {}).get(a, Totals())
                 d.stages[s][a] = Totals(t.rows - e.rows, t.busy_s - e.busy_s)
         for r, t in self.workers.items():
-            e = earlier.workers.get(r, Totals())
-            d.workers[r] = Totals(t.rows - e.rows, t.busy_s - e.busy_s)
-        for r, w in self.waits.items():
-            e = earlier.waits.get(r, Waits())
-            d.waits[r] = Waits(w.wait_s - e.wait_s, w.fresh - e.fresh)
+            e = earlier.workers.get(r, WorkerTotals())
+            d.workers[r] = WorkerTotals(t.rows - e.rows, t.busy_s - e.busy_s, t.wait_s - e.wait_s, t.fresh - e.fresh)
         return d
