@@ -262,7 +262,9 @@ class EchoConfig(Section):
     separate_copies: bool = True
     """Repack batches so echoed copies of one example rarely share a batch."""
     max_factor: Annotated[float, Field(ge=1)] = 8.0
-    """Upper bound on e under factor: auto."""
+    """Upper bound on e under factor: auto (and on a sample's copies with fill_waits)."""
+    fill_waits: bool = True
+    """Under factor: auto, a worker with no fresh batch ready trains extra copies of samples it trained lately (at most max_factor copies per sample) instead of waiting."""
 
     @field_validator("factor")
     @classmethod

@@ -57,6 +57,9 @@ class EchoPlan:
     # This run reads a shared stream: the actor never echoes, the worker echoes at
     # consumption with the trial's own factor (at_consumption for every example stage).
     shared_stream: bool = False
+    # echo.fill_waits under `auto` at consumption: when no fresh batch is ready, the worker
+    # completes one with extra copies of samples it trained lately (train/spare_copies.py).
+    fills_waits: bool = False
 
     @property
     def schedule_factor(self) -> float:
@@ -118,6 +121,7 @@ class EchoPlan:
             separate_copies=echo.separate_copies and examples,
             epochs_by_fresh=auto and not echoes_batches(echo.stage),
             shareable=shareable, shared_stream=shared_stream,
+            fills_waits=at_consumption and auto and echo.fill_waits,
         )
 
 

@@ -8,6 +8,7 @@ import numpy as np
 from echoray.data.echo import copy_counts, echo_keys
 from echoray.train.consumption_echo import ConsumptionEcho, agree_min
 from echoray.train.fresh import FreshTracker, sample_keys
+from echoray.train.spare_copies import SpareCopies
 
 B = 32
 
@@ -78,3 +79,70 @@ def test_ranks_with_different_echo_draws_take_the_same_number_of_steps():
         t.join(timeout=30)
     assert steps[0] == steps[1] >= 12 * 1.5 - 2  # rank 0's rows bound both: about 18 batches
     assert not any(t.is_alive() for t in threads)
+
+
+class Bursty:
+    """A source with poll() (train/early_stream.py StartedStream's contract) that delivers
+    `burst` batches, then answers "not here" to `gap` polls; a next() taken while not
+    ready is a wait (it ends the gap, as a new burst would)."""
+
+    def __init__(self, batches, burst, gap):
+        self.batches, self.burst, self.gap = batches, burst, gap
+        self.left, self.gap_left, self.waits = burst, 0, 0
+
+    def poll(self):
+        if self.left > 0:
+            return True
+        if self.gap_left > 0:
+            self.gap_left -= 1
+            return self.gap_left == 0
+        return True
+
+    def __iter__(self):
+        for batch in self.batches:
+            if self.left == 0 and self.gap_left > 0:
+                self.waits += 1
+            self.left = self.left - 1 if self.left > 0 else self.burst - 1
+            if self.left == 0:
+                self.gap_left = self.gap
+            yield batch
+
+
+def run_stage(source, spare, factor=2.0, capacity=64):
+    stage = ConsumptionEcho(5, B, capacity, lambda: factor, rng_seed=3, spare=spare)
+    tracker, trained = FreshTracker(), []
+    fresh = sum(tracker.observe(b["epoch"], b["sample_id"], b["echo_copies"]) or 0
+                for b in stage.batches(source) if trained.append(b) is None)
+    return stage, fresh, {k: np.concatenate([b[k] for b in trained]) for k in trained[0]}
+
+
+def test_fill_waits_trains_extra_copies_through_a_gap_within_the_copy_budget():
+    source = Bursty(list(fresh_stream(24)), burst=3, gap=4)
+    stage, fresh, rows = run_stage(source, SpareCopies(64, max_copies=4))
+    # Every fresh sample is trained, counted once; extras fill the gaps instead of waiting.
+    assert fresh == 24 * B == len(np.unique(rows["sample_id"]))
+    assert stage.extra_batches > 0 and source.waits == 0
+    extra = rows["echo_copies"] == 0
+    assert extra.sum() > 0 and len(rows["sample_id"]) == 24 * B * 2 + extra.sum()  # e = 2 planned, plus the extras
+    _, per_sample = np.unique(rows["sample_id"], return_counts=True)
+    assert per_sample.max() <= 4  # echo.max_factor
+    audit = set(zip(rows["sample_id"].tolist(), rows["echo_copy"].tolist(), strict=True))
+    assert len(audit) == len(rows["sample_id"])  # each trained row its own (sample, copy)
+    for i in range(0, len(rows["sample_id"]), B):  # copies kept apart in every batch
+        assert len(np.unique(rows["sample_id"][i:i + B])) == B
+
+
+def test_a_gap_longer_than_the_spare_copies_last_is_waited_for():
+    source = Bursty(list(fresh_stream(24)), burst=3, gap=40)
+    stage, fresh, rows = run_stage(source, SpareCopies(64, max_copies=4))
+    assert fresh == 24 * B and source.waits == 7  # every gap outlasts 64 samples' 2 spare copies
+    _, per_sample = np.unique(rows["sample_id"], return_counts=True)
+    assert per_sample.max() == 4  # the budget was spent before each wait
+
+
+def test_without_spare_copies_the_same_source_is_waited_for_and_nothing_extra_is_trained():
+    source = Bursty(list(fresh_stream(24)), burst=3, gap=4)
+    stage, fresh, rows = run_stage(source, None)
+    assert fresh == 24 * B and stage.extra_batches == 0 and (rows["echo_copies"] > 0).all()
+    assert source.waits == 7  # one per gap: after bursts 1-7 of 8
+    assert len(rows["sample_id"]) == 24 * B * 2

@@ -97,7 +97,11 @@ def test_plan_attributes(stage, factor, on, ops, site, actor_factor, per_copy, b
     assert plan.per_copy_augment is per_copy
     assert plan.separate_copies is examples  # echo.separate_copies: true (the default)
     assert plan.epochs_by_fresh is by_fresh
+    assert plan.fills_waits is (site == "consumption")  # echo.fill_waits: true (the default), auto only
     assert EchoPlan.from_config(config(stage, factor, on, ops, separate_copies=False)).separate_copies is False
+    off = config(stage, factor, on, ops).model_copy(update={"echo": config(stage, factor, on, ops).echo.model_copy(
+        update={"fill_waits": False})})
+    assert EchoPlan.from_config(off).fills_waits is False
 
 
 @pytest.mark.parametrize("stage, factor, on, ops, site, actor_factor, per_copy, by_fresh", TABLE)
@@ -166,8 +170,9 @@ def test_steps_per_epoch_are_counted_at_the_schedule_factor(stage, factor, sched
 
 def test_rows_ahead_floor_holds_the_consumption_pool_behind_the_shuffle_buffer():
     """A worker that echoes at consumption time keeps a local shuffle buffer and, behind it,
-    its echo pool (at e = 1 every pool row is fresh and untrained): source.max_rows_ahead's
-    floor counts both, or the actors wait for room the buffers can never give back."""
+    its echo pool (at e = 1 every pool row is fresh and untrained): where the pool must be
+    full before a batch (echo.fill_waits off), source.max_rows_ahead's floor counts both, or
+    the actors wait for room the buffers can never give back."""
     from echoray.data.pipeline import rows_ahead_floor
 
     base = {"train": {"batch_size": 16}, "preprocess": {"augment": {"on": "cpu"}}}
@@ -176,7 +181,10 @@ def test_rows_ahead_floor_holds_the_consumption_pool_behind_the_shuffle_buffer()
     assert not EchoPlan.from_config(fixed).at_consumption and EchoPlan.from_config(auto).at_consumption
     block_rows, actors = 64, auto.preprocess.actors.max_size
     assert rows_ahead_floor(fixed, block_rows) == 256 + 8 * 16 + 2 * block_rows * actors
-    assert rows_ahead_floor(auto, block_rows) == 2 * 256 + 8 * 16 + 2 * block_rows * actors
+    # fill_waits (the default) trains from whatever the pool holds: it need not fill to run
+    assert rows_ahead_floor(auto, block_rows) == 256 + 8 * 16 + 2 * block_rows * actors
+    blocking = auto.model_copy(update={"echo": auto.echo.model_copy(update={"fill_waits": False})})
+    assert rows_ahead_floor(blocking, block_rows) == 2 * 256 + 8 * 16 + 2 * block_rows * actors
 
 
 def test_a_blocks_rows_are_the_split_over_its_chunks():
@@ -192,3 +200,8 @@ def test_a_blocks_rows_are_the_split_over_its_chunks():
     assert block_rows(text, 179, 2) == 2 * 205
     images = SimpleNamespace(train_ids=np.arange(1000))  # 32 ids a chunk: 32 chunks
     assert block_rows(images, 32, 4) == 4 * 32
+
+
+def test_a_shared_stream_at_a_fixed_factor_trains_no_extra_copies():
+    plan = EchoPlan.from_config(config("after_augment", 2.0, "cpu", "ops"), shared_stream=True)
+    assert plan.at_consumption and not plan.fills_waits  # its factor is the trial's, exactly

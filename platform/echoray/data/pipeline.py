@@ -32,10 +32,13 @@ def plan_block_chunks(planned_chunks: int, max_actors: int, max_chunks: int = 40
 
 def rows_ahead_floor(cfg: PipelineConfig, block_rows: int) -> int:
     """The least source.max_rows_ahead that cannot starve the workers: every worker's
-    shuffle buffer, its echo pool where it echoes at consumption time (the pool's rows
-    fill up behind the shuffle buffer, at e = 1 all fresh), and prefetched batches, plus
-    two map tasks per actor."""
-    buffers = 2 if EchoPlan.from_config(cfg).at_consumption else 1
+    shuffle buffer, its echo pool where it echoes at consumption time and fills the pool
+    before every batch (the pool's rows fill up behind the shuffle buffer, at e = 1 all
+    fresh), and prefetched batches, plus two map tasks per actor. With echo.fill_waits the
+    pool trains from what it holds: counted, it doubled what `auto` read before its first
+    step (1,175 sequences against e = 8's 577 in benchmarks/lm_auto_echo.py's setting)."""
+    plan = EchoPlan.from_config(cfg)
+    buffers = 2 if plan.at_consumption and not plan.fills_waits else 1
     per_worker = buffers * (shuffle_buffer_rows(cfg) or 0) + 8 * cfg.train.batch_size  # Ray Data prefetch, the packer's carry, rows not yet reported
     return cfg.scaling.num_workers * per_worker + 2 * block_rows * cfg.preprocess.actors.max_size
 

@@ -37,6 +37,7 @@ import numpy as np
 
 from echoray.data.echo import echo_rows
 from echoray.train.fresh import sample_keys
+from echoray.train.spare_copies import SpareCopies
 
 Batch = dict[str, np.ndarray]
 
@@ -63,7 +64,7 @@ class ConsumptionEcho:
 
     def __init__(self, seed: int, batch_size: int, capacity: int, factor: Callable[[], float], rng_seed: int,
                  on_take: Callable[[Batch], None] | None = None, agree: Callable[[int], int] | None = None,
-                 pool: Batch | None = None):
+                 pool: Batch | None = None, spare: SpareCopies | None = None):
         self.seed, self.batch_size = seed, batch_size
         self.capacity = max(capacity, batch_size)
         self.factor, self.on_take = factor, on_take
@@ -71,6 +72,9 @@ class ConsumptionEcho:
         self.rng = np.random.default_rng(rng_seed)
         self.pool: Batch | None = pool if _rows(pool) else None
         self.factors: list[float] = []  # the factor of each fresh batch taken (what the run trained with)
+        self.spare = spare  # echo.fill_waits: extra copies instead of waiting (train/spare_copies.py)
+        self.extra_batches = 0  # batches completed with extra copies
+        self.exhausted = False
 
     def feed(self, batch: Batch) -> None:
         """Echo one fresh batch at the factor of this moment into the pool."""
@@ -97,21 +101,49 @@ class ConsumptionEcho:
         return batch
 
     def batches(self, source: Iterable[Batch] | None) -> Iterator[Batch]:
+        """The batches to train. With `spare`, a source that has `poll()` (train/early_stream.py
+        StartedStream: whether its next batch is here, asking for it if not) is not waited
+        for while the pool can make a batch, or while spare copies can complete one."""
         it = iter(source) if source is not None else iter(())
-        exhausted, promised = False, 0
+        poll = getattr(source, "poll", None) if self.spare is not None else None
+        self.exhausted, promised = source is None, 0
         while True:
-            while not exhausted and _rows(self.pool) < self.capacity:
-                fresh = next(it, None)
-                if fresh is None:
-                    exhausted = True
-                elif len(fresh["sample_id"]):
-                    self.feed(fresh)
+            self._top_up(it, poll)
             if promised == 0:
                 promised = self.agree(_rows(self.pool) // self.batch_size)
                 if promised <= 0:
                     return
             promised -= 1
-            yield self.take()
+            batch = self.take()
+            if self.spare is not None:
+                self.spare.keep(batch)
+            yield batch
+
+    def _top_up(self, it: Iterator[Batch], poll: Callable[[], bool] | None) -> None:
+        """Fill the pool to `capacity` with fresh rows (waiting for them), or, with `poll`,
+        with the rows that are here and, where they cannot make a batch, extra copies."""
+        while not self.exhausted and _rows(self.pool) < self.capacity:
+            if poll is not None and not poll() and self._complete_with_extras():
+                return
+            fresh = next(it, None)
+            if fresh is None:
+                self.exhausted = True
+            elif len(fresh["sample_id"]):
+                self.feed(fresh)
+
+    def _complete_with_extras(self) -> bool:
+        """Whether the pool holds a batch of distinct samples, after adding the spare copies
+        of other samples it lacks; False where too few samples have copies left."""
+        held = np.unique(sample_keys(self.pool["epoch"], self.pool["sample_id"])) if _rows(self.pool) \
+            else np.zeros(0, np.int64)
+        if len(held) >= self.batch_size:
+            return True
+        extra = self.spare.extras(self.batch_size - len(held), held, self.rng)
+        if extra is None:
+            return False
+        self.pool = _cat(self.pool, extra)
+        self.extra_batches += 1
+        return True
 
     def pending(self) -> Batch | None:
         """The echoed rows not trained yet (a checkpoint's pending rows)."""

@@ -10,8 +10,9 @@ This module stays import-light (no torch) for that reason.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 
 from echoray.config import PipelineConfig
 from echoray.echo_plan import shuffle_buffer_rows  # noqa: F401 - re-exported
@@ -49,27 +50,51 @@ def start_worker_stream(config: dict) -> StartedStream | None:
 
 
 class StartedStream:
-    """An iterable whose first item is asked for at once, in a thread."""
+    """An iterable whose first item is asked for at once, in a thread; `poll()` asks for the
+    next one the same way, so a consumer can train on while it comes (echo.fill_waits)."""
 
     def __init__(self, batches: Iterable[dict]):
         self._it = iter(batches)
-        self._pool = ThreadPoolExecutor(1, thread_name_prefix="echoray-first-batch")
-        self._first = self._pool.submit(next, self._it, None)
-        self._pool.shutdown(wait=False)
+        self._next: Future | None = self._ask()
+
+    def _ask(self) -> Future:
+        """next(stream) in a daemon thread (one in flight at a time: the stream's own thread
+        safety is not needed); a daemon, so a request left out at exit does not hold the process."""
+        out: Future = Future()
+
+        def run() -> None:
+            if out.set_running_or_notify_cancel():
+                try:
+                    out.set_result(next(self._it, None))
+                except BaseException as exc:  # noqa: BLE001 - re-raised by result() in the consumer
+                    out.set_exception(exc)
+
+        threading.Thread(target=run, name="echoray-next-batch", daemon=True).start()
+        return out
+
+    def poll(self) -> bool:
+        """Whether the next item is here now (the end counts); asks for it if no request is out."""
+        if self._next is None:
+            self._next = self._ask()
+        return self._next.done()
 
     def __iter__(self) -> Iterator[dict]:
-        first = self._first.result()
-        if first is None:
-            return
-        yield first
-        yield from self._it
+        while True:
+            if self._next is not None:  # asked for ahead: the thread's result
+                item, self._next = self._next.result(), None
+            else:
+                item = next(self._it, None)
+            if item is None:
+                return
+            yield item
 
     def close(self) -> None:
         """Shut the stream's executor down (a run that reached its target leaves it
         unfinished; in a reused process its preprocessing actor would live on)."""
-        self._first.cancel()
-        if not self._first.cancelled():
-            self._first.exception()  # wait: the thread must not pull from a closed stream
+        if self._next is not None:
+            self._next.cancel()
+            if not self._next.cancelled():
+                self._next.exception()  # wait: the thread must not pull from a closed stream
         close = getattr(self._it, "close", None)
         if close is not None:
             close()

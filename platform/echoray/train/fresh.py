@@ -6,7 +6,9 @@ every row (`echo_copies`, data/echo.py). A worker keeps, for the samples it has 
 but not finished, {(epoch, sample_id): [copies seen, copies emitted, counted here]}:
 the first copy seen counts the sample, the last one drops the entry. Memory is bounded
 by what is in flight (shuffle buffer, batch packer carry), not by the dataset; samples
-with a single copy (no echo, batch echo) never enter the table.
+with a single copy (no echo, batch echo) never enter the table. A row whose count is 0
+is an extra copy of a sample this worker has trained already (echo.fill_waits,
+train/spare_copies.py): it is neither fresh nor one of the sample's planned copies.
 
 Several workers. Ray Data's streaming_split(equal=True) hands out whole blocks while the
 stream runs (copies of one sample leave the actor in one block) and cuts blocks only
@@ -40,11 +42,12 @@ class FreshTracker:
 
     def observe(self, epoch: np.ndarray, sample_id: np.ndarray, copies: np.ndarray) -> int:
         copies = np.asarray(copies)
-        single = copies <= 1
         fresh = 0
-        if single.all() and not self.table:
+        if (copies == 1).all() and not self.table:
             return len(copies)  # no echo: every row is a sample's only copy
         for key, n in zip(sample_keys(epoch, sample_id).tolist(), copies.tolist(), strict=True):
+            if n == 0:
+                continue  # an extra copy of a sample counted already (train/spare_copies.py)
             entry = self.table.get(key)
             if entry is None:
                 fresh += 1

@@ -55,6 +55,7 @@ from echoray.train.loop_state import LoopState
 from echoray.train.models import build_model
 from echoray.train.optim import build_optimizer, lr_multiplier, set_lr
 from echoray.train.ports import CheckpointPort, CollectorPort, EvaluatorPort
+from echoray.train.spare_copies import SpareCopies
 from echoray.train.worker_link import BatchEchoDraws, Collectives, FreshClock
 
 HEARTBEAT_S = 0.5
@@ -209,11 +210,13 @@ class WorkerLoop:
         cfg = self.cfg
         batches = source
         if self.reads and self.worker_echo:
+            pool_rows = shuffle_buffer_rows(cfg) or cfg.train.batch_size
             self.echo_stage = ConsumptionEcho(
-                cfg.seed, cfg.train.batch_size, shuffle_buffer_rows(cfg) or cfg.train.batch_size,
+                cfg.seed, cfg.train.batch_size, pool_rows,
                 self.env.link.live_factor, derive_seed(cfg.seed, STREAM_SAMPLER, self.group),
                 on_take=lambda b: self.consumed.add(b["epoch"], b["sample_id"], b["echo_copy"]),
-                agree=agree_min(self.env.comm.gather) if self.world > 1 else None, pool=self.restored_pool)
+                agree=agree_min(self.env.comm.gather) if self.world > 1 else None, pool=self.restored_pool,
+                spare=SpareCopies(pool_rows, cfg.echo.max_factor) if self.plan.fills_waits else None)
             batches = self.echo_stage.batches(source)
         elif self.reads:
             batches = pack_unique(source, cfg.train.batch_size, max_carry=None if self.plan.separate_copies else 0)
