@@ -40,6 +40,8 @@ def build_summary(
             "final_factor": collected.get("echo_factor"),
             "shuffle_buffer": cfg.echo.shuffle_buffer,
             "duplicate_batch_fraction": final.get("duplicate_batch_fraction"),
+            # samples trained as extra copies while no fresh batch was ready (echo.fill_waits)
+            "extra_copies": final.get("extra_copies", 0),
         },
         "batch_augmentation": batch_augmentation_summary(cfg, trained, samples, final["steps"]),
         "workers": final["world_size"],

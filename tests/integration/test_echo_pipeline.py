@@ -134,8 +134,8 @@ def test_auto_factor_adapts_toward_measured_r_and_is_logged(run_pipeline, sqlite
     # applies from the first measurement on: two epochs of 1024 (~15 s of reads) suffice.
     overrides = ["train.target=null", "source.limit=1024", "train.max_epochs=2", "echo.stage=after_augment",
                  "echo.factor=auto", "echo.max_factor=4", "source.chunk_size=16", "source.max_rows_ahead=1",
-                 "source.remote={latency_ms: 120}", "source.read_concurrency=1"]
-    summary, _ = run_pipeline(None, *overrides, name="auto")
+                 "source.remote={latency_ms: 120}", "source.read_concurrency=1", "audit.enabled=true"]
+    summary, audit = run_pipeline(None, *overrides, name="auto")
     assert summary["measured_R"] > 2.0
     assert 2.0 < summary["echo"]["final_factor"] <= 4.0
     # Only the pool filled before the first measurement (512 rows) is echoed at e = 1.
@@ -150,6 +150,14 @@ def test_auto_factor_adapts_toward_measured_r_and_is_logged(run_pipeline, sqlite
         state = update_r_estimate(state, p["measured_R"])
         assert p["factor"] == pytest.approx(auto_factor(state, 4.0))
     assert summary["echo"]["final_factor"] == trace[-1]["factor"]
+    # echo.fill_waits (on): the worker trained extra copies instead of waiting, never counted
+    # fresh, never past echo.max_factor copies of a sample; each trained row its own copy index
+    assert summary["echo"]["extra_copies"] > 0
+    rows = audit.select(["epoch", "sample_id", "view"]).to_pandas()
+    assert not rows.duplicated().any()
+    per_sample = rows.groupby(["epoch", "sample_id"]).size()
+    assert summary["fresh_examples"] == len(per_sample) and per_sample.max() <= 4
+    assert summary["trained_examples"] == len(rows)
     # MLflow holds exactly those points, step k = the k-th window
     client = MlflowClient(sqlite_uri)
     for metric, key in (("echo_factor", "factor"), ("echo_measured_R", "measured_R")):

@@ -272,6 +272,8 @@ class WorkerLoop:
                 trained, samples = step_counts(len(batch["sample_id"]), len(self.views), self.reads)
                 s.counters.add_step(fresh, trained, waited if rep == first_rep else 0.0,
                                     time.perf_counter() - t0, samples=samples)
+                if self.plan.fills_waits and rep == 0 and self.reads:
+                    s.counters.extra += int((batch["echo_copies"] == 0).sum())
                 self.record_audit(rows, aug_key, rep, reps)
                 self.heartbeat()
                 if self.epoch_due():
@@ -354,14 +356,14 @@ class WorkerLoop:
         return self.clock.due(c.steps, self.state.evals, c.fresh)
 
     # --- evaluation, checkpoints, the end ---
-    def global_counts(self) -> tuple[int, int, int, int, int]:
-        """(fresh, trained, trained samples, duplicate batches, batches) over all ranks;
-        fresh made exact first."""
+    def global_counts(self) -> tuple[int, int, int, int, int, int]:
+        """(fresh, trained, trained samples, duplicate batches, batches, extra copies) over all
+        ranks; fresh made exact first."""
         s = self.state
         if self.world > 1:
             s.counters.fresh += s.fresh.reconcile(self.rank, self.env.comm.gather, keep=self.reads)
         return tuple(self.env.comm.all_reduce_ints(
-            [s.counters.fresh, s.counters.trained, s.counters.samples, s.dup_batches, s.batches]))
+            [s.counters.fresh, s.counters.trained, s.counters.samples, s.dup_batches, s.batches, s.counters.extra]))
 
     def evaluate(self) -> bool:
         """Score the held-out split, record the epoch, decide together whether to stop."""
@@ -372,7 +374,7 @@ class WorkerLoop:
         with self.precision.autocast():
             scored = self.env.evaluator.evaluate(self.model, self.normalize, cfg.train.batch_size)
         s.eval_s += time.perf_counter() - t_eval
-        fresh_all, trained_all, samples_all, dups, nb = self.global_counts()
+        fresh_all, trained_all, samples_all, dups, nb, _ = self.global_counts()
         scores, tta = held_out_scores(scored, cfg.batch_augmentation.tta_views)
         value = scores[self.metric.name]
         s.acc, s.best = value, self.metric.better(s.best if s.evals > 1 else self.metric.worst, value)
@@ -424,7 +426,7 @@ class WorkerLoop:
         if not stopped and s.counters.steps > s.eval_step:
             self.evaluate()  # the stream ended inside an epoch: score what was trained
         loop_s = self.train_s()
-        fresh_all, trained_all, samples_all, dups, nb = self.global_counts()
+        fresh_all, trained_all, samples_all, dups, nb, extra_all = self.global_counts()
         c = s.counters
         self.env.link.send("heartbeat", Heartbeat(self.rank, c.steps, c.samples, c.step_s, c.fresh, c.wait_s))
         self.send_audit()
@@ -438,7 +440,7 @@ class WorkerLoop:
                 best_metric=s.best, last_metric=s.acc, to_target=s.to_target, stop_reason=s.reason,
                 world_size=self.world, wait_s=c.wait_s, step_s=c.step_s, device=str(self.device),
                 duplicate_batch_fraction=dups / max(nb, 1), loop_s=loop_s, eval_s=s.eval_s,
-                precision=self.precision.name,
+                precision=self.precision.name, extra_copies=extra_all,
                 peak_device_bytes=torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda"
                 else None)
             self.env.link.send("finish", final.to_dict())
