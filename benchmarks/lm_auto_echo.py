@@ -57,6 +57,7 @@ def one_run(a, c: lm_common.Corpus, factor: str, latency_ms: float, seed: int) -
             "measured_R": s["measured_R"], "upstream_examples_per_s": up,
             "downstream_examples_per_s": s["downstream_examples_per_s"],
             "mean_e_trained": s["echo"]["measured_factor"], "final_factor": s["echo"]["final_factor"],
+            "extra_copies": s["echo"]["extra_copies"],  # echo.fill_waits (auto): trained instead of waiting
             "target_reached": s["target_reached"], "fresh_examples_to_target": s["fresh_examples_to_target"],
             "train_time_to_target_s": crossed, "reads_before_first_step": head,
             "time_to_target_s": crossed + head / up if crossed is not None and up else None,
