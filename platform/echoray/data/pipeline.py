@@ -35,8 +35,8 @@ def rows_ahead_floor(cfg: PipelineConfig, block_rows: int) -> int:
     shuffle buffer, its echo pool where it echoes at consumption time and fills the pool
     before every batch (the pool's rows fill up behind the shuffle buffer, at e = 1 all
     fresh), and prefetched batches, plus two map tasks per actor. With echo.fill_waits the
-    pool trains from what it holds: counted, it doubled what `auto` read before its first
-    step (1,175 sequences against e = 8's 577 in benchmarks/lm_auto_echo.py's setting)."""
+    pool makes a batch from what it holds, so it cannot hold the actors back by waiting
+    to fill: it is not counted."""
     plan = EchoPlan.from_config(cfg)
     buffers = 2 if plan.at_consumption and not plan.fills_waits else 1
     per_worker = buffers * (shuffle_buffer_rows(cfg) or 0) + 8 * cfg.train.batch_size  # Ray Data prefetch, the packer's carry, rows not yet reported

@@ -89,8 +89,9 @@ class StartedStream:
             yield item
 
     def close(self) -> None:
-        """Shut the stream's executor down (a run that reached its target leaves it
-        unfinished; in a reused process its preprocessing actor would live on)."""
+        """Close the stream once the request in flight, if any, has returned (a run that
+        reached its target leaves it unfinished; in a reused process its preprocessing
+        actor would live on)."""
         if self._next is not None:
             self._next.cancel()
             if not self._next.cancelled():
