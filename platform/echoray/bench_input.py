@@ -52,17 +52,20 @@ def bench_input(cfg: PipelineConfig, seconds: float | None, idx: SourceIndex | N
     from ray.data import DataContext
 
     from echoray.data.pipeline import build_train_dataset
-    from echoray.echo_plan import EchoPlan, shuffle_buffer_rows
+    from echoray.echo_plan import EchoPlan
     from echoray.runtime.collector import RunCollector
+    from echoray.train.early_stream import StartedStream, batch_stream
 
     DataContext.get_current().execution_options.preserve_order = cfg.preprocess.deterministic
     collector = RunCollector.remote(cfg.echo.factor, cfg.echo.max_factor, n_train=len(idx.train_ids),
                                     max_bad_fraction=cfg.source.max_bad_fraction)
     ds = build_train_dataset(cfg, idx, collector)
     t0 = time.perf_counter()
-    batches = ds.iter_batches(batch_size=cfg.train.batch_size, batch_format="numpy", drop_last=True,
-                              local_shuffle_buffer_size=shuffle_buffer_rows(cfg), prefetch_batches=2)
-    marks, produced, cpu = _consume(batches, seconds, collector)
+    batches = StartedStream(batch_stream(ds, cfg, 0))  # what a training worker takes (train/early_stream.py)
+    try:
+        marks, produced, cpu = _consume(batches, seconds, collector)
+    finally:
+        batches.close()
     end = time.perf_counter()
     stages = ray.get(collector.stage_totals.remote())
     per_row = examples_per_row_read(EchoPlan.from_config(cfg), lambda: ray.get(collector.echo_factor.remote()))

@@ -1,9 +1,20 @@
-"""StartedStream (train/early_stream.py): the first item asked for at once, poll() asks for
-the next one in a thread and says whether it is here, order and end are kept."""
+"""StartedStream (train/early_stream.py): the first item asked for at once, each next one
+as soon as the one before is handed out, poll() says whether it is here without waiting,
+order and end are kept."""
 
 import threading
 
 from echoray.train.early_stream import StartedStream
+
+
+def eventually(condition, timeout_s: float = 10.0) -> bool:
+    """Whether `condition` holds within timeout_s (checked every 10 ms)."""
+    done = threading.Event()
+    for _ in range(int(timeout_s / 0.01)):
+        if condition():
+            return True
+        done.wait(0.01)
+    return condition()
 
 
 def gated(n, gates):
@@ -19,14 +30,38 @@ def test_poll_says_whether_the_next_item_is_here_without_waiting_for_it():
     gates[0].set()
     it = iter(stream)
     assert next(it) == {"i": 0}
-    assert not stream.poll()  # asks for item 1 in the thread; poll does not wait
+    assert not stream.poll()  # item 1 is asked for already; poll does not wait for it
     gates[1].set()
     stream._next.result(timeout=10)
     assert stream.poll() and next(it) == {"i": 1}
     gates[2].set()
-    assert next(it) == {"i": 2}  # not polled: taken directly
+    assert next(it) == {"i": 2}
+    stream._next.result(timeout=10)
     assert stream.poll()  # the end is here too
     assert list(it) == []
+
+
+def test_the_next_item_is_asked_for_as_soon_as_one_is_handed_out():
+    """The consumer trains on item i while item i + 1 is read: never two requests at once."""
+    asked = []
+    gates = [threading.Event() for _ in range(3)]
+
+    def source():
+        for i in range(3):
+            asked.append(i)
+            gates[i].wait(10)
+            yield {"i": i}
+
+    stream = StartedStream(source())
+    gates[0].set()
+    it = iter(stream)
+    assert next(it) == {"i": 0}
+    assert eventually(lambda: asked == [0, 1])  # the thread waits at item 1's shut gate
+    gates[1].set()
+    assert next(it) == {"i": 1}
+    assert eventually(lambda: asked == [0, 1, 2])
+    gates[2].set()
+    assert next(it) == {"i": 2} and list(it) == []
 
 
 def test_close_waits_for_the_request_in_flight_then_closes_the_stream():

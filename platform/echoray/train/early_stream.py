@@ -15,26 +15,37 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 
 from echoray.config import PipelineConfig
-from echoray.echo_plan import shuffle_buffer_rows  # noqa: F401 - re-exported
+from echoray.echo_plan import EchoPlan, shuffle_buffer_rows
 from echoray.seeds import STREAM_SAMPLER, derive_seed
 
 
 def batch_stream(data, cfg: PipelineConfig, group: int) -> Iterable[dict]:
     """The batches a reading worker takes from `data` (its Ray Train shard, or the Dataset
-    of a run trained in process): exact sizes, a seeded local shuffle per group, also
-    where the worker echoes at consumption time (its pool then mixes shuffled rows).
+    of a run trained in process): exact sizes with a seeded local shuffle per group; where
+    the worker echoes at consumption time, whole blocks as they arrive (its echo pool,
+    train/consumption_echo.py, takes a block at once and draws each batch at random from
+    all it holds, so it mixes the rows of whole blocks as the local shuffle did).
 
-    The pool alone is not a shuffle: it is topped up a batch at a time, so it holds the
-    last few hundred rows of the stream in stream order. A text read plan cuts files into
-    byte ranges, and without the local shuffle (which holds whole blocks, a call's rows)
-    every batch of `auto` came from a few kilobytes of one document: on
-    benchmarks/lm_auto_echo.py `auto` needed 489-619 steps to the target where e = 8
-    needed 208-312 at a higher mean factor (benchmarks/results/lm_auto_echo.json at
-    commit 694fa74)."""
+    Why whole blocks there: the local shuffle held back the first batch until it held
+    1.5 x its buffer plus a batch (Ray Data's ShufflingBatcher: 400 rows at 256), all
+    fresh at e = 1, where a fixed factor's buffer fills with echoed copies: on
+    benchmarks/lm_auto_echo.py `auto` read 1,175 sequences before its first step where
+    e = 8 read 577 (seed 1). A pool fed batch by batch in stream order is no shuffle:
+    every batch of `auto` then came from a few kilobytes of one document, and it needed
+    489-619 steps to the target where e = 8 needed 208-312 (commit 694fa74).
+
+    prefetch_batches=0: Ray Data's read-ahead window (prefetch_batches_locally) yields a
+    block only once it has the next one in hand, so each block reached the worker one
+    actor call late (two with batch_size None and prefetch 2): at 1-4 s a call on the
+    emulated store, e = 8 read 577 sequences before its first step and 281 without the
+    window; `auto` 1,175 and 281. StartedStream asks for the next batch in its own thread
+    instead, as soon as it hands one out."""
+    if EchoPlan.from_config(cfg).at_consumption:
+        return data.iter_batches(batch_size=None, batch_format="numpy", prefetch_batches=0)
     return data.iter_batches(
         batch_size=cfg.train.batch_size, batch_format="numpy", drop_last=True,
         local_shuffle_buffer_size=shuffle_buffer_rows(cfg),
-        local_shuffle_seed=derive_seed(cfg.seed, STREAM_SAMPLER, group), prefetch_batches=2)
+        local_shuffle_seed=derive_seed(cfg.seed, STREAM_SAMPLER, group), prefetch_batches=0)
 
 
 def start_worker_stream(config: dict) -> StartedStream | None:
@@ -50,8 +61,9 @@ def start_worker_stream(config: dict) -> StartedStream | None:
 
 
 class StartedStream:
-    """An iterable whose first item is asked for at once, in a thread; `poll()` asks for the
-    next one the same way, so a consumer can train on while it comes (echo.fill_waits)."""
+    """An iterable whose first item is asked for at once, in a thread, and each next one as
+    soon as the one before is handed out (one in flight); `poll()` says whether it is here,
+    so a consumer can train on while it comes (echo.fill_waits)."""
 
     def __init__(self, batches: Iterable[dict]):
         self._it = iter(batches)
@@ -86,6 +98,7 @@ class StartedStream:
                 item = next(self._it, None)
             if item is None:
                 return
+            self._next = self._ask()  # the next one comes while this one trains
             yield item
 
     def close(self) -> None:

@@ -46,7 +46,7 @@ from echoray.train.batch_augment import (
 )
 from echoray.train.consumption_echo import ConsumptionEcho, agree_min
 from echoray.train.device import LossMeter, Precision, ToDevice, memory_format
-from echoray.train.early_stream import batch_stream, shuffle_buffer_rows  # noqa: F401 - re-exported
+from echoray.train.early_stream import StartedStream, batch_stream, shuffle_buffer_rows  # noqa: F401 - re-exported
 from echoray.train.evaluate import Normalizer
 from echoray.train.faults import RunAborted
 from echoray.train.ghost_bn import use_ghost_batch_norm
@@ -480,5 +480,5 @@ def run_worker(config: dict, started=None) -> None:
     restore_and_keep(loop, cfg, idx, ray.train.get_checkpoint(), config["collector"])
     source = None
     if loop.reads:
-        source = started or batch_stream(ray.train.get_dataset_shard("train"), cfg, loop.group)
+        source = started or StartedStream(batch_stream(ray.train.get_dataset_shard("train"), cfg, loop.group))
     loop.finish(loop.train(loop.input_batches(source)))
