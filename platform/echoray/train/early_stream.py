@@ -15,33 +15,31 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 
 from echoray.config import PipelineConfig
-from echoray.echo_plan import EchoPlan, shuffle_buffer_rows
+from echoray.echo_plan import shuffle_buffer_rows  # noqa: F401 - re-exported
 from echoray.seeds import STREAM_SAMPLER, derive_seed
 
 
 def batch_stream(data, cfg: PipelineConfig, group: int) -> Iterable[dict]:
     """The batches a reading worker takes from `data` (its Ray Train shard, or the Dataset
-    of a run trained in process): exact sizes with a seeded local shuffle per group; where
-    the worker echoes at consumption time, whole blocks as they arrive (its echo pool,
-    train/consumption_echo.py, takes a block at once and draws each batch at random from
-    all it holds, so it mixes the rows of whole blocks as the local shuffle did).
+    of a run trained in process): exact sizes, a seeded local shuffle per group, also
+    where the worker echoes at consumption time (its pool then mixes shuffled rows).
 
-    Why whole blocks there: the local shuffle held back the first batch until it held
-    1.5 x its buffer plus a batch (Ray Data's ShufflingBatcher: 400 rows at 256), all
-    fresh at e = 1, where a fixed factor's buffer fills with echoed copies: on
-    benchmarks/lm_auto_echo.py `auto` read 1,175 sequences before its first step where
-    e = 8 read 577 (seed 1). A pool fed batch by batch in stream order is no shuffle:
-    every batch of `auto` then came from a few kilobytes of one document, and it needed
-    489-619 steps to the target where e = 8 needed 208-312 (commit 694fa74).
+    The pool alone is not a shuffle: it is topped up a batch at a time, so it holds the
+    last few hundred rows of the stream in stream order. A text read plan cuts files into
+    byte ranges, and without the local shuffle (which holds whole blocks, a call's rows)
+    every batch of `auto` came from a few kilobytes of one document: on
+    benchmarks/lm_auto_echo.py `auto` needed 489-619 steps to the target where e = 8
+    needed 208-312 at a higher mean factor (benchmarks/results/lm_auto_echo.json at
+    commit 694fa74). Feeding the pool whole blocks instead (so its first batch needs one
+    call, not the 400 fresh rows the shuffle holds first) mixed too little as well: 241-534
+    steps, and 13.2 s of training to the target where e = 8 took 7.6
+    (benchmarks/results/lm_auto_echo_whole_blocks.json).
 
     prefetch_batches=0: Ray Data's read-ahead window (prefetch_batches_locally) yields a
-    block only once it has the next one in hand, so each block reached the worker one
-    actor call late (two with batch_size None and prefetch 2): at 1-4 s a call on the
-    emulated store, e = 8 read 577 sequences before its first step and 281 without the
-    window; `auto` 1,175 and 281. StartedStream asks for the next batch in its own thread
-    instead, as soon as it hands one out."""
-    if EchoPlan.from_config(cfg).at_consumption:
-        return data.iter_batches(batch_size=None, batch_format="numpy", prefetch_batches=0)
+    block only once it holds the next one, so each block reached the worker one actor
+    call late: on that benchmark (1-4 s a call) e = 8 read 577 sequences before its
+    first step, and 281 without the window. StartedStream asks for the next batch in its
+    own thread instead, as soon as it hands one out."""
     return data.iter_batches(
         batch_size=cfg.train.batch_size, batch_format="numpy", drop_last=True,
         local_shuffle_buffer_size=shuffle_buffer_rows(cfg),
