@@ -14,7 +14,7 @@ import ray.data
 from ray.data import ActorPoolStrategy
 
 from echoray.config import PipelineConfig
-from echoray.data.output_blocks import pipeline_block_target
+from echoray.data.output_blocks import apply_block_target, pipeline_block_target
 from echoray.data.plan import num_chunks, plan_chunks, read_plan  # noqa: F401 - num_chunks re-exported
 from echoray.data.preprocess_args import preprocess_args
 from echoray.data.sources import SourceIndex
@@ -89,8 +89,7 @@ def build_train_dataset(cfg: PipelineConfig, idx: SourceIndex, collector=None, f
         udf_modifying_row_count=True,  # reads expand chunks; echo repeats rows; replays drop rows
         **({"resources": dict(a.resources)} if a.resources else {}),
     )
-    target = pipeline_block_target(cfg, idx, per_call)  # each call's rows leave the actor as it returns
-    if target is not None:
-        ds.context.target_max_block_size = target
+    # each call's rows leave the actor as it returns (data/output_blocks.py)
+    apply_block_target(ds.context, pipeline_block_target(cfg, idx, per_call))
     return ds
 
