@@ -24,11 +24,11 @@ Once a block is made, the actor holds it until the executor (a thread of the con
 process) takes it: Ray Data lets a map task's generator run at most
 `_max_num_blocks_in_streaming_gen_buffer` blocks ahead of the executor, 2 by default, and
 an actor at that limit waits. On the ImageNet-like JPEG set (2,000 files, 2 actors, 20 s
-of `bench_input`, quiet machine, 4 runs a setting) the two actors used 1.56 CPUs of 2
+of `bench_input`, nothing else running, 4 runs a setting) the two actors used 1.56 CPUs of 2
 and the machine 1.84, at 920-948 images/s; with 4, 8 or 16 blocks they used 1.67-1.72
 and the machine 1.99, at 979-1,055 images/s. GENERATOR_BUFFER_BLOCKS is the least of
-those. It holds at most 4 more calls' rows per task in the object store (38 MB for
-64 crops of 224x224). Set with the block target, so only where blocks are one call's
+those. A task then holds at most 4 calls' rows in the object store, 2 more than Ray
+Data's default (38 MB for 64 crops of 224x224). Set with the block target, so only where blocks are one call's
 rows (images); text keeps Ray Data's default.
 """
 
