@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 .PHONY: run test test-unit test-integration test-e2e lint bench docs clean
 
 # pip (not uv/poetry): torch 2.14.1 / torchvision 0.29.1 resolve from this machine's disk.
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py platform/echoray/data/_jpeg_region.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'

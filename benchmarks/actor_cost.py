@@ -5,8 +5,13 @@ pipeline does per image, timed in CPU seconds (time.process_time, all threads), 
 figures are images per CPU-second and hold on a loaded machine as ratios:
 
     decode_full          simplejpeg's full decode alone: the limit (input_epochs.decode_limit)
-    decode_crop_scale    the decode the actor makes: only the DCT scale the crop needs
-    crop_resize          + the crop's antialiased bilinear resize to 224 (PIL, resize_box)
+    decode_crop_scale    the whole image at the DCT scale the crop needs (the decode before
+                         data/jpeg_region.py)
+    decode_crop_region   the decode the actor makes: the crop's rows and columns at that
+                         scale (data/jpeg_region.py decode_for_box)
+    crop_resize_whole    the crop resized to 224 from decode_crop_scale's whole image
+                         (the partial decode switched off): the step the partial decode replaced
+    crop_resize          the decode the actor makes + the crop's bilinear resize to 224 (resize_box)
     crop_resize_flip     + the flip, made as the crop is (crop_decoder with the flip op)
     stacked              + one uint8 N x 224 x 224 x 3 array (np.stack)
     actor_call_rc1       the actor's whole call (data/stages.py Preprocess) on plan rows:
@@ -47,7 +52,8 @@ def steps(root: Path, n: int) -> dict:
 
     from echoray.config import AugmentOp
     from echoray.data.augment_np import crop_draws
-    from echoray.data.decode import decode_scaled, image_size_of
+    from echoray.data import jpeg_region
+    from echoray.data.decode import MAX_BILINEAR_SHRINK, decode_scaled, image_size_of
     from echoray.data.full_crop import box_at, crop_decoder
 
     files = sorted(root.rglob("*.JPEG"))[:n]
@@ -62,13 +68,29 @@ def steps(root: Path, n: int) -> dict:
             _, _, cw, ch = box_at(draws, i, w, h)
             decode_scaled(d, int(np.ceil(w * 224 / cw)), int(np.ceil(h * 224 / ch)))
 
+    def region_decode():
+        for i, d in enumerate(datas):
+            w, h = image_size_of(d)
+            x0, y0, cw, ch = box_at(draws, i, w, h)
+            jpeg_region.decode_for_box(d, w, h, int(np.ceil(w * 224 / cw)), int(np.ceil(h * 224 / ch)),
+                                       (x0, y0, x0 + cw, y0 + ch), (224, 224), MAX_BILINEAR_SHRINK)
+
     def decoded(flip_op):
         dec = crop_decoder(keys, rrc, 3, flip_op)
         return [dec(i, d, "x") for i, d in enumerate(datas)]
 
+    def whole_decoded():
+        region, jpeg_region.decode_region = jpeg_region.decode_region, None
+        try:
+            return decoded(None)
+        finally:
+            jpeg_region.decode_region = region
+
     out = {
         "decode_full": lambda: [simplejpeg.decode_jpeg(d, colorspace="RGB") for d in datas],
         "decode_crop_scale": crop_scale_decode,
+        "decode_crop_region": region_decode,
+        "crop_resize_whole": whole_decoded,
         "crop_resize": lambda: decoded(None),
         "crop_resize_flip": lambda: decoded(flip),
         "stacked": lambda: np.stack(decoded(flip)),
@@ -120,7 +142,8 @@ def _crops(root: Path, n: int) -> list:
 
     from echoray.config import AugmentOp
     from echoray.data.augment_np import crop_draws
-    from echoray.data.decode import decode_scaled, image_size_of
+    from echoray.data import jpeg_region
+    from echoray.data.decode import MAX_BILINEAR_SHRINK, decode_scaled, image_size_of
     from echoray.data.full_crop import box_at
 
     datas = [f.read_bytes() for f in sorted(root.rglob("*.JPEG"))[:n]]

@@ -30,6 +30,7 @@ import numpy as np
 import simplejpeg
 from PIL import Image, UnidentifiedImageError
 
+from echoray.data.jpeg_region import decode_for_box
 from echoray.data.sources.base import SourceError
 
 _DECODE_ERRORS = (UnidentifiedImageError, OSError, ValueError, TypeError)  # TypeError: a null cell
@@ -132,7 +133,13 @@ def decode_crop(data: bytes, box_of, size: int, channels: int, name: str, mirror
     try:
         w, h = image_size_of(data)
         x0, y0, cw, ch = box_of(w, h)
-        arr = decode_scaled(data, math.ceil(w * size / cw), math.ceil(h * size / ch), channels)
+        min_w, min_h = math.ceil(w * size / cw), math.ceil(h * size / ch)
+        if channels == 3 and simplejpeg.is_jpeg(data):
+            part = decode_for_box(data, w, h, min_w, min_h, (x0, y0, x0 + cw, y0 + ch), (size, size),
+                                  MAX_BILINEAR_SHRINK)
+            if part is not None:  # only the rows and columns the resize reads (data/jpeg_region.py)
+                return resize_box(*part, (size, size), mirror)
+        arr = decode_scaled(data, min_w, min_h, channels)
         sx, sy = arr.shape[1] / w, arr.shape[0] / h
         return resize_box(arr, (x0 * sx, y0 * sy, (x0 + cw) * sx, (y0 + ch) * sy), (size, size), mirror)
     except _DECODE_ERRORS as exc:
