@@ -51,8 +51,8 @@ def steps(root: Path, n: int) -> dict:
     from input_pipeline import echoray_cfg
 
     from echoray.config import AugmentOp
-    from echoray.data.augment_np import crop_draws
     from echoray.data import jpeg_region
+    from echoray.data.augment_np import crop_draws
     from echoray.data.decode import MAX_BILINEAR_SHRINK, decode_scaled, image_size_of
     from echoray.data.full_crop import box_at, crop_decoder
 
@@ -142,8 +142,7 @@ def _crops(root: Path, n: int) -> list:
 
     from echoray.config import AugmentOp
     from echoray.data.augment_np import crop_draws
-    from echoray.data import jpeg_region
-    from echoray.data.decode import MAX_BILINEAR_SHRINK, decode_scaled, image_size_of
+    from echoray.data.decode import decode_scaled, image_size_of
     from echoray.data.full_crop import box_at
 
     datas = [f.read_bytes() for f in sorted(root.rglob("*.JPEG"))[:n]]
