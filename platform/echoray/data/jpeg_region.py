@@ -5,7 +5,9 @@ the pixels a bilinear resize of `box` to `out` can touch, decoded at the DCT sca
 simplejpeg picks for min_w x min_h (`dct_scale`), and the box moved into those pixels'
 coordinates. Resizing box' of the pixels gives what resizing the scaled box of the
 whole decoded image gives, pixel for pixel (tests/unit/test_jpeg_region.py): the same
-libjpeg pixels, and an integer shift of warpAffine's sample positions. It returns None
+libjpeg pixels, and an integer shift of warpAffine's sample positions (a shifted float
+sum may round differently, so a sample within that rounding of one of warpAffine's
+1/32-pixel steps could in principle move by one step; none did in the tests). It returns None
 where the partial decode does not apply, and the caller decodes the whole image: the C
 module was not built; libjpeg refuses the data (e.g. CMYK); the scaled box shrinks by
 more than `max_shrink`, where the resize is PIL's antialiased one, whose float weights
