@@ -45,11 +45,17 @@ def available() -> bool:
     return decode_region is not None
 
 
+def scaled_size(w: int, h: int, num: int) -> tuple[int, int]:
+    """(w, h) of an image decoded at num/8: ceil(w * num / 8) x ceil(h * num / 8), libjpeg's rounding."""
+    return -(-w * num // 8), -(-h * num // 8)
+
+
 def dct_scale(w: int, h: int, min_w: int, min_h: int) -> int:
     """num of the num/8 scale simplejpeg decodes at for min_w x min_h: the smallest whose
-    ceil(w * num / 8) x ceil(h * num / 8) holds it (8, full size, when none smaller does)."""
+    scaled_size holds it (8, full size, when none smaller does)."""
     for num in range(1, 8):
-        if -(-w * num // 8) >= min_w and -(-h * num // 8) >= min_h:
+        sw, sh = scaled_size(w, h, num)
+        if sw >= min_w and sh >= min_h:
             return num
     return 8
 
@@ -71,7 +77,7 @@ def decode_for_box(data: bytes, w: int, h: int, min_w: int, min_h: int, box: Box
     if decode_region is None:
         return None
     num = dct_scale(w, h, min_w, min_h)
-    sw, sh = -(-w * num // 8), -(-h * num // 8)
+    sw, sh = scaled_size(w, h, num)
     sx, sy = sw / w, sh / h
     scaled = (box[0] * sx, box[1] * sy, box[2] * sx, box[3] * sy)
     if max((scaled[2] - scaled[0]) / out[0], (scaled[3] - scaled[1]) / out[1]) > max_shrink:
