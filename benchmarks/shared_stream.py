@@ -24,11 +24,17 @@ alternating, for the files on local disk and in a bucket of the local S3 server
 - each trial's fresh examples to target, target reached, its best held-out accuracy
   (trial_results: per search point, shared against the separate runs' spread), its own
   wall time;
+- cpu_split: CPU-seconds of the preprocessing actors, the hub, the trials' processes
+  (Tune's trainables, each training in process) and their runs' collectors, the rest of
+  the machine's busy time (the Tune driver, Ray's own processes) and the cores' idle
+  time; busy_cpu_ratio, separate streams' busy CPU over the shared search's, is the
+  wall-time ratio sharing could give on a saturated machine: what the trials do
+  themselves (train, import torch, talk to Ray) is not shared;
 - object store: the high-water mark of the objects Ray reports (ray.util.state
   list_objects, every 2 s) and, shared, the window's peak held bytes and rows against
   its bound in rows.
 
-    .venv/bin/python benchmarks/shared_stream.py [--files 2000] [--trials 8] [--concurrency 4] [--where local,s3] [--pairs 1] [--target 0.9] [--name shared_stream]
+    .venv/bin/python benchmarks/shared_stream.py [--files 2000] [--trials 8] [--concurrency 4] [--where local,s3] [--pairs 1] [--target 0.9] [--width 8] [--name shared_stream]
     .venv/bin/python benchmarks/shared_stream.py --smoke   # 200 files, 4 trials at 2, local only
 
 Writes benchmarks/results/NAME.json (shared_stream.json by default; common.save; ECHORAY_BENCH_RESULTS elsewhere).
@@ -73,7 +79,7 @@ def pipeline_file(tmp: Path, args, data: str, shared: bool) -> Path:
                                                           "scale": [0.35, 1.0]}, {"op": "flip"}]},
                        "batch_size": 64, "actors": {"min_size": 2, "max_size": 2, "num_cpus": 0.125}},
         "echo": {"stage": "after_augment", "factor": 1.0, "shuffle_buffer": 256},
-        "model": {"name": "small_cnn", "width": 8},
+        "model": {"name": "small_cnn", "width": args.width},
         "optimizer": {"name": "sgd", "lr": 0.05, "momentum": 0.9},
         "train": {"batch_size": 64, "max_epochs": args.epochs, "target": args.target, "stall_timeout_s": 600},
         "scaling": {"num_workers": 1, "cpus_per_worker": 0.25, "use_gpu": False},
@@ -88,8 +94,17 @@ def pipeline_file(tmp: Path, args, data: str, shared: bool) -> Path:
     return path
 
 
-# Which processes count as what, by their title (Ray names an actor's process after its class).
-MARKS = {"preprocess": ("Preprocess", "MapWorker"), "hub": ("StreamHub",)}
+# Which processes count as what, by their title (Ray names an actor's process after its class):
+# the trials' own processes (Tune's function trainable, each training in process) and their
+# runs' collectors are counted too, for the split of the search's CPU (cpu_split).
+MARKS = {"preprocess": ("Preprocess", "MapWorker"), "hub": ("StreamHub",), "trial": ("ImplicitFunc",),
+         "collector": ("RunCollector",)}
+
+
+def machine_busy_s() -> float:
+    """CPU-seconds the whole machine has been busy (all cores: not idle, not waiting on I/O)."""
+    t = psutil.cpu_times()
+    return sum(t) - t.idle - getattr(t, "iowait", 0.0)
 
 
 class Sampler:
@@ -164,10 +179,10 @@ def one_search(where: str, data: str, shared: bool, args, tmp: Path, mean_file_b
     path = pipeline_file(tmp, args, data, shared)
     out = tmp / f"{where}-{'shared' if shared else 'separate'}-{i}"
     with Sampler() as sampler:
-        t0 = time.perf_counter()
+        t0, busy0 = time.perf_counter(), machine_busy_s()
         summary = api.tune(path, [f"tracking.uri=sqlite:///{tmp / 'mlflow.db'}"], trials=args.trials, repeats=1,
                            out=out)
-        wall = time.perf_counter() - t0
+        wall, busy = time.perf_counter() - t0, machine_busy_s() - busy0
     procs = sampler.totals()
     trials = [json.loads(p.read_text()) for p in sorted((out / "trials").glob("*/summary.json"))]
     report = json.loads((out / "share_streams.json").read_text()) if (out / "share_streams.json").exists() else None
@@ -177,6 +192,8 @@ def one_search(where: str, data: str, shared: bool, args, tmp: Path, mean_file_b
         "where": where, "shared": shared, "wall_s": round(wall, 2), "concurrency": summary["concurrency"],
         "preprocess_cpu_s": round(procs["preprocess"]["cpu_s"], 2),
         "preprocess_processes": procs["preprocess"]["processes"], "hub_cpu_s": round(procs["hub"]["cpu_s"], 2),
+        # where the search's CPU went: what sharing can remove (preprocessing) and what it cannot
+        "cpu_split": cpu_split(procs, busy, wall),
         "process_titles": sorted(sampler.titles),
         "rows_read": rows_read, "bytes_read": int(rows_read * mean_file_bytes),
         "read_chars_local": procs["preprocess"]["read_chars"] if where == "local" else None,
@@ -197,6 +214,22 @@ def one_search(where: str, data: str, shared: bool, args, tmp: Path, mean_file_b
     return rec
 
 
+def cpu_split(procs: dict, busy_s: float, wall_s: float) -> dict:
+    """CPU-seconds by kind of process, the rest of the machine's busy time (the Tune driver,
+    Ray's own processes, trial processes not yet titled), and the cores' idle time."""
+    own = {k: round(v["cpu_s"], 1) for k, v in procs.items()}
+    return {**own, "other": round(busy_s - sum(own.values()), 1), "machine_busy": round(busy_s, 1),
+            "idle": round(wall_s * psutil.cpu_count() - busy_s, 1)}
+
+
+def sharing_bound(split_shared: dict, split_separate: dict) -> float | None:
+    """The wall-time ratio sharing could give on a saturated machine: separate streams'
+    busy CPU over the shared search's (the trials' own work, Ray's and Tune's unchanged)."""
+    if not split_shared or not split_separate or not split_shared["machine_busy"]:
+        return None
+    return split_separate["machine_busy"] / split_shared["machine_busy"]
+
+
 def compare(runs: list[dict], where: str) -> dict:
     """Median of shared / separate per figure, and the trials' fresh examples to target."""
     def med(shared: bool, key: str):
@@ -213,6 +246,11 @@ def compare(runs: list[dict], where: str) -> dict:
         out[f"fresh_to_target_{'shared' if shared else 'separate'}"] = (
             {"n": len(fe), "min": min(fe), "median": statistics.median(fe), "max": max(fe)} if fe else {"n": 0})
     out["trial_results"] = trial_results(runs, where)
+    splits = {sh: [r["cpu_split"] for r in runs if r["where"] == where and r["shared"] is sh and r.get("cpu_split")]
+              for sh in (True, False)}
+    out["cpu_split"] = {("shared" if sh else "separate"): {k: statistics.median(x[k] for x in v) for k in v[0]}
+                        for sh, v in splits.items() if v}
+    out["busy_cpu_ratio"] = sharing_bound(out["cpu_split"].get("shared"), out["cpu_split"].get("separate"))
     return out
 
 
@@ -251,6 +289,8 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--epochs", type=int, default=6)
     ap.add_argument("--target", type=float, default=0.9)
+    ap.add_argument("--width", type=int, default=8,
+                    help="small_cnn's width: the trials' training CPU (2: a third of 8's per example)")
     ap.add_argument("--pairs", type=int, default=1, help="shared/separate pairs per store, alternating")
     ap.add_argument("--where", default="local,s3")
     ap.add_argument("--smoke", action="store_true", help="200 files, 4 trials at 2, 2 epochs, local only")
