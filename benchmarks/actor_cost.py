@@ -53,7 +53,12 @@ def steps(root: Path, n: int) -> dict:
     from echoray.config import AugmentOp
     from echoray.data import jpeg_region
     from echoray.data.augment_np import crop_draws
-    from echoray.data.decode import MAX_BILINEAR_SHRINK, decode_scaled, image_size_of
+    from echoray.data.decode import (
+        MAX_BILINEAR_SHRINK,
+        decode_scaled,
+        image_size_of,
+        min_decode_size,
+    )
     from echoray.data.full_crop import box_at, crop_decoder
 
     files = sorted(root.rglob("*.JPEG"))[:n]
@@ -66,14 +71,14 @@ def steps(root: Path, n: int) -> dict:
         for i, d in enumerate(datas):
             w, h = image_size_of(d)
             _, _, cw, ch = box_at(draws, i, w, h)
-            decode_scaled(d, int(np.ceil(w * 224 / cw)), int(np.ceil(h * 224 / ch)))
+            decode_scaled(d, *min_decode_size(w, h, cw, ch, 224))
 
     def region_decode():
         for i, d in enumerate(datas):
             w, h = image_size_of(d)
             x0, y0, cw, ch = box_at(draws, i, w, h)
-            jpeg_region.decode_for_box(d, w, h, int(np.ceil(w * 224 / cw)), int(np.ceil(h * 224 / ch)),
-                                       (x0, y0, x0 + cw, y0 + ch), (224, 224), MAX_BILINEAR_SHRINK)
+            jpeg_region.decode_for_box(d, w, h, *min_decode_size(w, h, cw, ch, 224), (x0, y0, x0 + cw, y0 + ch),
+                                       (224, 224), MAX_BILINEAR_SHRINK)
 
     def decoded(flip_op):
         dec = crop_decoder(keys, rrc, 3, flip_op)
@@ -138,11 +143,9 @@ def to_arrow(actor_step) -> dict:
 
 def _crops(root: Path, n: int) -> list:
     """(DCT-scaled decode, crop box in its pixels) of the first n files, as the actor makes them."""
-    import math
-
     from echoray.config import AugmentOp
     from echoray.data.augment_np import crop_draws
-    from echoray.data.decode import decode_scaled, image_size_of
+    from echoray.data.decode import decode_scaled, image_size_of, min_decode_size
     from echoray.data.full_crop import box_at
 
     datas = [f.read_bytes() for f in sorted(root.rglob("*.JPEG"))[:n]]
@@ -153,7 +156,7 @@ def _crops(root: Path, n: int) -> list:
     for i, d in enumerate(datas):
         w, h = image_size_of(d)
         x0, y0, cw, ch = box_at(draws, i, w, h)
-        arr = decode_scaled(d, math.ceil(w * 224 / cw), math.ceil(h * 224 / ch))
+        arr = decode_scaled(d, *min_decode_size(w, h, cw, ch, 224))
         sx, sy = arr.shape[1] / w, arr.shape[0] / h
         out.append((arr, (x0 * sx, y0 * sy, (x0 + cw) * sx, (y0 + ch) * sy)))
     return out

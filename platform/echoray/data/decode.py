@@ -33,7 +33,7 @@ import numpy as np
 import simplejpeg
 from PIL import Image, UnidentifiedImageError
 
-from echoray.data.jpeg_region import decode_for_box
+from echoray.data.jpeg_region import decode_for_box, shrink_of
 from echoray.data.sources.base import SourceError
 
 _DECODE_ERRORS = (UnidentifiedImageError, OSError, ValueError, TypeError)  # TypeError: a null cell
@@ -83,17 +83,23 @@ def decode_scaled(data: bytes, min_w: int = 0, min_h: int = 0, channels: int = 3
     return arr[:, :, None] if arr.ndim == 2 else arr
 
 
+def min_decode_size(w: int, h: int, cw: float, ch: float, size: int) -> tuple[int, int]:
+    """The least (w, h) a decode of a w x h image may keep (decode_scaled's min_w, min_h) for
+    its cw x ch part to still have size x size pixels: ceil(w * size / cw) x ceil(h * size / ch)."""
+    return math.ceil(w * size / cw), math.ceil(h * size / ch)
+
+
 def resize_box(arr: np.ndarray, box: tuple[float, float, float, float], out: tuple[int, int],
                mirror: bool = False) -> np.ndarray:
     """Crop box (x0, y0, x1, y1, float pixels) of arr, resized to out (w, h) in one bilinear
     pass with no intermediate crop copy, mirrored left-right when `mirror`; contiguous
     H x W x C uint8. Pixel centres align as in PIL's box resize (output pixel d samples the
     box at x0 + (d + 0.5) * scale); edge pixels repeat past the image's border."""
-    x0, y0, x1, y1 = box
-    sx, sy = (x1 - x0) / out[0], (y1 - y0) / out[1]
-    if max(sx, sy) > MAX_BILINEAR_SHRINK:
+    if shrink_of(box, out) > MAX_BILINEAR_SHRINK:
         res = _antialiased(arr, box, out)
     else:
+        x0, y0, x1, y1 = box
+        sx, sy = (x1 - x0) / out[0], (y1 - y0) / out[1]
         m = np.array([[sx, 0.0, x0 + 0.5 * sx - 0.5], [0.0, sy, y0 + 0.5 * sy - 0.5]])
         res = cv2.warpAffine(arr, m, out, flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
                              borderMode=cv2.BORDER_REPLICATE)
@@ -123,7 +129,7 @@ def decode_one(data: bytes, size: int | None, channels: int, name: str) -> np.nd
             return decode_scaled(data, channels=channels)
         w, h = image_size_of(data)
         s = min(w, h)  # keep >= size pixels on the shorter side after DCT scaling
-        arr = decode_scaled(data, math.ceil(w * size / s), math.ceil(h * size / s), channels)
+        arr = decode_scaled(data, *min_decode_size(w, h, s, s, size), channels)
         return _fit_square(arr, size)
     except _DECODE_ERRORS as exc:
         raise BadImage(name, str(exc)) from exc
@@ -136,7 +142,7 @@ def decode_crop(data: bytes, box_of, size: int, channels: int, name: str, mirror
     try:
         w, h = image_size_of(data)
         x0, y0, cw, ch = box_of(w, h)
-        min_w, min_h = math.ceil(w * size / cw), math.ceil(h * size / ch)
+        min_w, min_h = min_decode_size(w, h, cw, ch, size)
         if channels == 3 and simplejpeg.is_jpeg(data):
             part = decode_for_box(data, w, h, min_w, min_h, (x0, y0, x0 + cw, y0 + ch), (size, size),
                                   MAX_BILINEAR_SHRINK)

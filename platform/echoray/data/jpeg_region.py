@@ -60,6 +60,13 @@ def dct_scale(w: int, h: int, min_w: int, min_h: int) -> int:
     return 8
 
 
+def shrink_of(box: Box, out: tuple[int, int]) -> float:
+    """How many times a resize of `box` (x0, y0, x1, y1) to `out` (w, h) shrinks it, on
+    its more shrunk side: above decode.MAX_BILINEAR_SHRINK resize_box is PIL's antialiased
+    resize, and the partial decode does not apply."""
+    return max((box[2] - box[0]) / out[0], (box[3] - box[1]) / out[1])
+
+
 def reach(box: Box, size: tuple[int, int]) -> tuple[int, int, int, int]:
     """[x0, x1) x [y0, y1) of the pixels a bilinear resize of `box` can read from an image
     of `size` (w, h): the box, one pixel of the filter's support on each side, and one more
@@ -80,7 +87,7 @@ def decode_for_box(data: bytes, w: int, h: int, min_w: int, min_h: int, box: Box
     sw, sh = scaled_size(w, h, num)
     sx, sy = sw / w, sh / h
     scaled = (box[0] * sx, box[1] * sy, box[2] * sx, box[3] * sy)
-    if max((scaled[2] - scaled[0]) / out[0], (scaled[3] - scaled[1]) / out[1]) > max_shrink:
+    if shrink_of(scaled, out) > max_shrink:
         return None
     x0, y0, x1, y1 = reach(scaled, (sw, sh))
     ax0, ax1 = max(0, x0 - EDGE_COLUMNS), min(sw, x1 + EDGE_COLUMNS)
