@@ -26,8 +26,9 @@ alternating, for the files on local disk and in a bucket of the local S3 server
   wall time;
 - cpu_split: CPU-seconds of the preprocessing actors, the hub, the trials' processes
   (Tune's trainables, each training in process) and their runs' collectors, the rest of
-  the machine's busy time (the Tune driver, Ray's own processes) and the cores' idle
-  time; busy_cpu_ratio, separate streams' busy CPU over the shared search's, is the
+  the machine's busy time (the Tune driver, Ray's own processes, and for s3 the S3
+  server's process) and the cores' idle time (preprocess and hub repeat
+  preprocess_cpu_s and hub_cpu_s, which earlier results files have alone); busy_cpu_ratio, separate streams' busy CPU over the shared search's, is the
   wall-time ratio sharing could give on a saturated machine: what the trials do
   themselves (train, import torch, talk to Ray) is not shared;
 - object store: the high-water mark of the objects Ray reports (ray.util.state
@@ -216,7 +217,8 @@ def one_search(where: str, data: str, shared: bool, args, tmp: Path, mean_file_b
 
 def cpu_split(procs: dict, busy_s: float, wall_s: float) -> dict:
     """CPU-seconds by kind of process, the rest of the machine's busy time (the Tune driver,
-    Ray's own processes, trial processes not yet titled), and the cores' idle time."""
+    Ray's own processes, trial processes not yet titled, the S3 server's process when the
+    files are in its bucket), and the cores' idle time."""
     own = {k: round(v["cpu_s"], 1) for k, v in procs.items()}
     return {**own, "other": round(busy_s - sum(own.values()), 1), "machine_busy": round(busy_s, 1),
             "idle": round(wall_s * psutil.cpu_count() - busy_s, 1)}
