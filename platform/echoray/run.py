@@ -32,7 +32,7 @@ from echoray.data.text.run_files import (
 from echoray.messages import epoch_line, quiet_console, say, say_console_log, say_start
 from echoray.preflight import fit_cluster, new_run_dir, storage_checked
 from echoray.resume import Resume, backfill, find_checkpoint, write_run_state
-from echoray.runtime.collector import RunCollector
+from echoray.runtime.local_collector import end_collector, open_collector
 from echoray.runtime.monitor import StallError, abandon_fits, stop_training, watch_fit
 from echoray.runtime.progress import EpochClock, LiveProgress, progress_line, progress_metrics
 from echoray.runtime.session import start_ray
@@ -131,7 +131,9 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
     collector = None
     stalled = False
     try:
-        collector = RunCollector.remote(
+        # a trial in process on a shared stream: no actor of its own reports to its collector
+        collector = open_collector(
+            in_process and hooks.shared_stream is not None,
             # epochs are final once a checkpoint covers them (a restart or resume replays the rest)
             cfg.echo.factor, cfg.echo.max_factor, checkpointed=keeps_checkpoints,
             n_train=len(idx.train_ids), max_bad_fraction=cfg.source.max_bad_fraction,
@@ -271,7 +273,7 @@ def _end_collector(collector, status: str, in_process: bool, stalled: bool) -> N
         # The process lives on (a reused trial actor) and still held handles to the
         # collector: one idle collector process per trial stayed alive, measured. A
         # loop still running meets the dead actor at its next heartbeat and ends.
-        ray.kill(collector)
+        end_collector(collector)
 
 
 def _open_mlflow_run(cfg, logger, run_dir, pipeline, t0, resume, hooks, train_run_name):

@@ -54,11 +54,20 @@ def stream_rows(seed: int, epochs: int, train_ids: np.ndarray, per_call: int) ->
     return list(zip(epoch.tolist(), train_ids[chunk].tolist(), strict=True))
 
 
+def collector_actors() -> int:
+    """RunCollector actors this Ray has ever had, alive or dead."""
+    return len(list_actors(address=ray.get_runtime_context().gcs_address,
+                           filters=[("class_name", "=", "RunCollector")], limit=10_000))
+
+
 def test_trials_share_one_stream_exactly(local_ray, tmp_path, sqlite_uri):
     import echoray.api as api
 
     pipeline = write_pipeline(tmp_path)
+    collectors_before = collector_actors()
     summary = api.tune(pipeline, [f"tracking.uri={sqlite_uri}"], trials=3, repeats=1, out=tmp_path / "search")
+    # trials in process on the shared stream keep their collectors in process (local_collector.py)
+    assert collector_actors() == collectors_before
     report = json.loads((tmp_path / "search" / "share_streams.json").read_text())
     (group,) = report["groups"]
     assert group["error"] is None and group["evicted"] == {}
