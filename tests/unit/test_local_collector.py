@@ -6,7 +6,8 @@ import threading
 
 import pytest
 
-from echoray.runtime.local_collector import CollectorEnded, LocalCollector
+from echoray.runtime.local_collector import CollectorEnded, LocalCollector, worker_link
+from echoray.train.worker_link import LocalLink
 
 
 def test_calls_reach_the_collectors_own_class():
@@ -47,3 +48,16 @@ def test_only_the_collectors_methods_and_only_in_this_process():
         c.no_such_call  # noqa: B018 - the attribute lookup is what is tested
     with pytest.raises(TypeError, match="cannot be sent to another"):
         pickle.dumps(c)
+
+
+def test_the_worker_loop_calls_a_local_collector_directly():
+    """worker_link: no object-store reply per step where the collector is in process."""
+    c = LocalCollector(3.0, 8.0)
+    link = worker_link(c)
+    assert isinstance(link, LocalLink)
+    assert link.live_factor() == 3.0 and link.ask("rows_ahead") is None
+    link.send("stage", "upstream", "a0", 5, 0.1, 5)
+    assert c.call("stage_totals")["upstream"]["rows"] == 5
+    c.end("the run ended")
+    with pytest.raises(CollectorEnded, match="echo_factor was called after it"):
+        link.live_factor()  # a loop still running ends at its next step

@@ -15,7 +15,8 @@ command ended after 17.9 s instead of 29.5 s (medians of 3, benchmarks/startup.p
 --trainers auto false, docs/benchmarks/startup.md).
 
 The same WorkerLoop runs, on the same Ray Data stream (data/pipeline.py), reporting
-to the same RunCollector through a CollectorLink: seeds, fresh-example accounting,
+to the same RunCollector through a CollectorLink (a search trial on a shared stream: to
+its collector in this process, runtime/local_collector.py): seeds, fresh-example accounting,
 the audit and the epoch events are those of a one-worker Ray Train run. What it does
 not have is Ray Train's worker restarts, so only runs with `scaling.max_failures: 0`
 on one CPU worker take this path (`trains_in_process`). A CLI run keeps checkpoints
@@ -101,9 +102,10 @@ def _train(cfg: PipelineConfig, idx: SourceIndex, collector, store, ckpt, shared
     import torch
 
     from echoray.echo_plan import EchoPlan
+    from echoray.runtime.local_collector import worker_link
     from echoray.train.assembly import WorkerSite, build_loop, restore_and_keep
     from echoray.train.checkpoint import read_replay
-    from echoray.train.worker_link import Collectives, CollectorLink
+    from echoray.train.worker_link import Collectives
 
     # The threads a Ray Train worker of this plan gets (OMP_NUM_THREADS from its CPUs): the
     # same arithmetic, and the preprocessing actor keeps the CPU the plan gives it.
@@ -116,7 +118,7 @@ def _train(cfg: PipelineConfig, idx: SourceIndex, collector, store, ckpt, shared
     batches = (shared.batches(cfg, 0, len(idx.train_ids)) if shared is not None
                else StartedStream(_built(lambda: _stream(cfg, idx, collector, 0, first_epoch, consumed))))
     try:
-        link = CollectorLink(collector)
+        link = worker_link(collector)  # direct calls where the collector is in this process
         from echoray.runtime import stop
 
         site = WorkerSite(0, 1, "cpu", link, Collectives.single(), lambda model: model, should_stop=stop.requested)
