@@ -146,3 +146,38 @@ def test_without_spare_copies_the_same_source_is_waited_for_and_nothing_extra_is
     assert fresh == 24 * B and stage.extra_batches == 0 and (rows["echo_copies"] > 0).all()
     assert source.waits == 7  # one per gap: after bursts 1-7 of 8
     assert len(rows["sample_id"]) == 24 * B * 2
+
+
+class DroppedAtOnce(ConsumptionEcho):
+    """The reference: `take` as it was before the pool's `live` mask, cutting every batch
+    taken out of the pool at once (a copy of the pool per batch)."""
+
+    def take(self):
+        held = {k: v[self.live] for k, v in self.pool.items()}
+        n = len(held["sample_id"])
+        perm = self.rng.permutation(n)
+        keys = sample_keys(held["epoch"][perm], held["sample_id"][perm])
+        _, first = np.unique(keys, return_index=True)
+        order = np.sort(first)
+        if len(order) < self.batch_size:
+            order = np.concatenate([order, np.setdiff1d(np.arange(n), order)])
+        chosen = perm[order[: self.batch_size]]
+        keep = np.ones(n, dtype=bool)
+        keep[chosen] = False
+        self.pool, self.live = {k: v[keep] for k, v in held.items()}, np.ones(int(keep.sum()), dtype=bool)
+        return {k: v[chosen] for k, v in held.items()}
+
+
+def test_taken_rows_dropped_later_give_exactly_the_batches_dropped_at_once():
+    """Invariance: the lazy drop changes the copying, not one row of what is trained."""
+    runs = []
+    for cls in (ConsumptionEcho, DroppedAtOnce):
+        factors = iter(np.tile([1.0, 2.0, 1.5, 3.0, 1.25], 20))
+        stage = cls(7, B, 96, lambda factors=factors: next(factors), rng_seed=3)
+        runs.append(([b for b in stage.batches(fresh_stream(60))], stage.pending()))
+    (lazy, lazy_left), (eager, eager_left) = runs
+    assert len(lazy) == len(eager) > 60
+    for a, b in zip(lazy, eager, strict=True):
+        assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+    assert lazy_left.keys() == eager_left.keys()
+    assert all(np.array_equal(lazy_left[k], eager_left[k]) for k in lazy_left)
