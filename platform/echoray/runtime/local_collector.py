@@ -9,10 +9,11 @@ other run keeps the actor, which its preprocessing actors and Ray Train's worker
 `LocalCollector` answers the actor handle's calls: `handle.method.remote(*args)` runs the
 method at once, under one lock (an actor runs one call at a time), and returns an
 ObjectRef of the result (`ray.put`), so the callers that `ray.get` or `ray.wait` an
-actor's reply work unchanged; the worker loop calls it directly (`worker_link`). An error in a method is raised to its caller at once,
-where the actor would have raised it only from `ray.get`. `end_collector` ends either
-kind: once a LocalCollector is ended, every call raises `CollectorEnded`, as every call to
-a killed actor fails, so a loop still running ends at its next heartbeat.
+actor's reply work unchanged; the worker loop calls it directly (`worker_link`). An
+error in a method is raised to its caller at once, where the actor would have raised it
+only from `ray.get`. `end_collector` ends either kind: once a LocalCollector is ended,
+every call raises `CollectorEnded`, as every call to a killed actor fails, so a loop
+still running ends at its next heartbeat.
 
 Measured (benchmarks/shared_stream.py, width 8, channels_last, commit 1c04931): a shared
 search's 8 collector processes used 12.4 CPU-s of its 198 busy CPU-seconds, each a new
