@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from echoray.runtime.local_collector import CollectorEnded, LocalCollector, worker_link
-from echoray.train.worker_link import LocalLink
+from echoray.runtime.local_collector import CollectorEnded, LocalCollector
+from echoray.train.worker_link import LocalLink, link_to
 
 
 def test_calls_reach_the_collectors_own_class():
@@ -51,9 +51,9 @@ def test_only_the_collectors_methods_and_only_in_this_process():
 
 
 def test_the_worker_loop_calls_a_local_collector_directly():
-    """worker_link: no object-store reply per step where the collector is in process."""
+    """link_to: no object-store reply per step where the collector is in process."""
     c = LocalCollector(3.0, 8.0)
-    link = worker_link(c)
+    link = link_to(c)
     assert isinstance(link, LocalLink)
     assert link.live_factor() == 3.0 and link.ask("rows_ahead") is None
     link.send("stage", "upstream", "a0", 5, 0.1, 5)

@@ -9,7 +9,7 @@ other run keeps the actor, which its preprocessing actors and Ray Train's worker
 `LocalCollector` answers the actor handle's calls: `handle.method.remote(*args)` runs the
 method at once, under one lock (an actor runs one call at a time), and returns an
 ObjectRef of the result (`ray.put`), so the callers that `ray.get` or `ray.wait` an
-actor's reply work unchanged; the worker loop calls it directly (`worker_link`). An
+actor's reply work unchanged; the worker loop calls it directly (train/worker_link.py `link_to`). An
 error in a method is raised to its caller at once, where the actor would have raised it
 only from `ray.get`. `end_collector` ends either kind: once a LocalCollector is ended,
 every call raises `CollectorEnded`, as every call to a killed actor fails, so a loop
@@ -41,7 +41,7 @@ class _Method:
     def remote(self, *args, **kwargs) -> ray.ObjectRef:
         return ray.put(self.owner.call(self.name, *args, **kwargs))
 
-    def __call__(self, *args, **kwargs) -> Any:  # the worker loop's link calls it directly (worker_link)
+    def __call__(self, *args, **kwargs) -> Any:  # the worker loop's link calls it directly (link_to)
         return self.owner.call(self.name, *args, **kwargs)
 
 
@@ -77,16 +77,6 @@ def open_collector(local: bool, *args, **kwargs):
     """A RunCollector actor, or (`local`: nothing outside this process reports to the
     run) a LocalCollector with the same arguments."""
     return LocalCollector(*args, **kwargs) if local else RunCollector.remote(*args, **kwargs)
-
-
-def worker_link(collector):
-    """The worker loop's link to `collector`: through the actor's handle (train/worker_link.py
-    CollectorLink), or by direct calls to a LocalCollector (LocalLink). Through its handle
-    interface a LocalCollector put every reply in the object store: a heartbeat and an echo
-    factor request at every step, 4% of a shared search trial's process time (py-spy)."""
-    from echoray.train.worker_link import CollectorLink, LocalLink
-
-    return LocalLink(collector) if isinstance(collector, LocalCollector) else CollectorLink(collector)
 
 
 def end_collector(collector) -> None:

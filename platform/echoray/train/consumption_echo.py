@@ -98,7 +98,7 @@ class ConsumptionEcho:
     def _add(self, rows: Batch | None) -> None:
         if not _rows(rows):
             return
-        held = {k: v[self.live] for k, v in self.pool.items()} if self.held() else None
+        held = self.pending() if self.held() < len(self.live) else self.pool  # nothing taken: no copy
         self.pool = _cat(held, rows)
         self.live = np.ones(_rows(self.pool), dtype=bool)
 

@@ -102,10 +102,9 @@ def _train(cfg: PipelineConfig, idx: SourceIndex, collector, store, ckpt, shared
     import torch
 
     from echoray.echo_plan import EchoPlan
-    from echoray.runtime.local_collector import worker_link
     from echoray.train.assembly import WorkerSite, build_loop, restore_and_keep
     from echoray.train.checkpoint import read_replay
-    from echoray.train.worker_link import Collectives
+    from echoray.train.worker_link import Collectives, link_to
 
     # The threads a Ray Train worker of this plan gets (OMP_NUM_THREADS from its CPUs): the
     # same arithmetic, and the preprocessing actor keeps the CPU the plan gives it.
@@ -118,7 +117,7 @@ def _train(cfg: PipelineConfig, idx: SourceIndex, collector, store, ckpt, shared
     batches = (shared.batches(cfg, 0, len(idx.train_ids)) if shared is not None
                else StartedStream(_built(lambda: _stream(cfg, idx, collector, 0, first_epoch, consumed))))
     try:
-        link = worker_link(collector)  # direct calls where the collector is in this process
+        link = link_to(collector)  # direct calls where the collector is in this process
         from echoray.runtime import stop
 
         site = WorkerSite(0, 1, "cpu", link, Collectives.single(), lambda model: model, should_stop=stop.requested)
