@@ -6,7 +6,8 @@ with a class tint so a small CNN can learn them) decoded at the DCT scale of a
 random-resized crop, then flipped, in the preprocessing actors; a small CNN trains on
 the 64-pixel crops (`--width`, 8 by default, and `--channels-last` set what a trial's
 step costs). Every stream has two actors (a separate trial's pool and the shared hub's
-alike; 0.125 logical CPU each, so 4 separate trials fit 2 CPUs as 4 shared ones do). The search varies optimizer.lr and echo.factor (1 or 2, echoed on each trial's
+alike; 0.125 logical CPU each, so 4 separate trials fit 2 CPUs as 4 shared ones do).
+The search varies optimizer.lr and echo.factor (1 or 2, echoed on each trial's
 worker when shared). Run with `search.share_preprocessing` true and false,
 alternating, for the files on local disk and in a bucket of the local S3 server
 (tests/s3_server.py, its own process). Per search:

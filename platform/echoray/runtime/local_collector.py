@@ -9,9 +9,9 @@ other run keeps the actor, which its preprocessing actors and Ray Train's worker
 `LocalCollector` answers the actor handle's calls: `handle.method.remote(*args)` runs the
 method at once, under one lock (an actor runs one call at a time), and returns an
 ObjectRef of the result (`ray.put`), so the callers that `ray.get` or `ray.wait` an
-actor's reply work unchanged; the worker loop calls it directly (train/worker_link.py `link_to`). An
-error in a method is raised to its caller at once, where the actor would have raised it
-only from `ray.get`. `end_collector` ends either kind: once a LocalCollector is ended,
+actor's reply work unchanged; the worker loop calls it directly (train/worker_link.py
+`link_to`). An error in a method is raised to its caller at once, where the actor would
+have raised it only from `ray.get`. `end_collector` ends either kind: once a LocalCollector is ended,
 every call raises `CollectorEnded`, as every call to a killed actor fails, so a loop
 still running ends at its next heartbeat.
 
