@@ -41,6 +41,7 @@ from echoray.storage import checkpoint_location, is_uri, open_location
 from echoray.summary import build_summary, fault_summary, write_json_atomic
 from echoray.tracking import RunLogger, check_reachable, tracking_uri
 from echoray.train.in_process import in_process_fit, trains_in_process
+from echoray.tune.share_consumer import StreamClosed
 
 # How long an interrupted run waits for its training thread to reach a step boundary
 # (a step, an evaluation or a checkpoint write in progress finishes first). Not waited
@@ -150,7 +151,7 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
                           (pipeline, run_id, uri, t0))
         status = "FINISHED"
         return summary
-    except (KeyboardInterrupt, SystemExit):  # Ctrl-C, or Tune stopping a trial (sys.exit)
+    except (KeyboardInterrupt, SystemExit, StreamClosed):  # Ctrl-C, Tune stopping a trial, its search's stream closed
         status = "KILLED"
         say(f"interrupted; continue with: echoray train --resume {run_dir}")
         raise

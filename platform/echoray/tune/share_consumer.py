@@ -39,6 +39,13 @@ class StreamStalled(RuntimeError):
     """The shared stream gave a trial nothing for train.stall_timeout_s."""
 
 
+class StreamClosed(RuntimeError):
+    """The trial's hub is gone: its search ended, was interrupted or lost the hub. The trial
+    did not fail by itself, so its run ends KILLED (run.py), as an interrupted run does. Seen
+    in a SIGTERMed search: the driver's `finally` killed the hubs 0.3 s before Ray's SIGTERM
+    reached a trial inside `hub.take`, and that run ended FAILED."""
+
+
 def _cat(a: Batch | None, b: Batch) -> Batch:
     return b if a is None or not len(a["sample_id"]) else {k: np.concatenate([a[k], b[k]]) for k in b}
 
@@ -103,10 +110,10 @@ class SharedStream:
         """The blocks from where the trial attaches, the last one cut at `quota_rows`."""
         import ray
 
-        self.start_row = ray.get(self.hub.attach.remote(self.trial))
+        self.start_row = self._ask(self.hub.attach, self.trial)
         since = time.monotonic()
         while self.used < quota_rows:
-            kind, refs, rows = ray.get(self.hub.take.remote(self.trial, self.WAIT_S))
+            kind, refs, rows = self._ask(self.hub.take, self.trial, self.WAIT_S)
             if kind == "wait":
                 if time.monotonic() - since >= stall_timeout_s:
                     raise StreamStalled(f"trial {self.trial}: its shared preprocessing stream gave no block for "
@@ -117,13 +124,28 @@ class SharedStream:
                 raise RuntimeError(f"trial {self.trial}: the shared stream ended after {self.used} of its "
                                    f"{quota_rows} rows")
             since = time.monotonic()
-            block = ray.get(refs[0])
+            block = self._get(refs[0])
             need = quota_rows - self.used
             if rows > need:
                 block = {k: v[:need] for k, v in block.items()}
             self.used += min(rows, need)
             yield block
         self.release("read its train.max_epochs of rows")
+
+    def _ask(self, method, *args):
+        """A call to the hub; StreamClosed where the hub is gone."""
+        return self._get(method.remote(*args))
+
+    def _get(self, ref):
+        """ray.get of a hub's reply or block; StreamClosed where the hub is gone."""
+        import ray
+        from ray.exceptions import OwnerDiedError, RayActorError
+
+        try:
+            return ray.get(ref)
+        except (RayActorError, OwnerDiedError) as exc:
+            raise StreamClosed(f"trial {self.trial}: its shared preprocessing stream was closed "
+                               f"(the search stopped it, or its hub died): {type(exc).__name__}") from exc
 
     def release(self, reason: str) -> None:
         """Detach now (or, never attached, say so): the others no longer wait for it."""
