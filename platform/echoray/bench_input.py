@@ -1,15 +1,17 @@
 """`echoray bench-input`: the training input pipeline alone, to size actor pools and find R.
 
-It builds exactly the Dataset `echoray train` builds (read plan -> preprocessing actor
-pool: read, decode, echo, augment; data/pipeline.py) and batches it as a train worker
-does (train.batch_size, the local shuffle buffer, drop_last), in this process, with
-no model, no workers and no MLflow run. It runs for --seconds after the first
+It reads exactly the stream a run trained in process reads (train/early_stream.py
+`head_started`: read plan -> preprocessing actor pool: read, decode, echo, augment,
+data/pipeline.py, with the plan's first rows preprocessed in this process meanwhile
+where a head start applies, data/head_start.py) and batches it as that run's worker
+does (train.batch_size, the local shuffle buffer, drop_last), with no model, no
+workers and no MLflow run. It runs for --seconds after the first
 batch (or one epoch of the read plan) and reports the rate over the second half of that:
 the lower of the rate batches arrived at and the rate the pool read rows at (or its
 busy-time capacity when the plan ends first): a backlog made while the consumer started
 would otherwise inflate the first. Stage busy time comes from the same collector a run uses.
-It also reports the first batch's time (from the start of iteration: the actor pool starts
-then), the rate over all the time after the first batch, images per CPU-second of the
+It also reports the first batch's time (from the start of iteration: the Dataset is
+built and the actor pool starts then), the rate over all the time after the first batch, images per CPU-second of the
 actors and of this process (bench_probe.py), and the load average at its start, with a
 warning when that is above the core count.
 """
@@ -51,17 +53,16 @@ def bench_input(cfg: PipelineConfig, seconds: float | None, idx: SourceIndex | N
     idx = publish_index(idx)
     from ray.data import DataContext
 
-    from echoray.data.pipeline import build_train_dataset
     from echoray.echo_plan import EchoPlan
     from echoray.runtime.collector import RunCollector
-    from echoray.train.early_stream import StartedStream, batch_stream
+    from echoray.train.early_stream import StartedStream, head_started
 
     DataContext.get_current().execution_options.preserve_order = cfg.preprocess.deterministic
     collector = RunCollector.remote(cfg.echo.factor, cfg.echo.max_factor, n_train=len(idx.train_ids),
                                     max_bad_fraction=cfg.source.max_bad_fraction)
-    ds = build_train_dataset(cfg, idx, collector)
     t0 = time.perf_counter()
-    batches = StartedStream(batch_stream(ds, cfg, 0))  # what a training worker takes (train/early_stream.py)
+    # What a run trained in process takes (train/early_stream.py), the Dataset built in it
+    batches = StartedStream(head_started(cfg, idx, collector))
     try:
         marks, produced, cpu = _consume(batches, seconds, collector)
     finally:

@@ -249,6 +249,10 @@ class PreprocessConfig(Section):
     """Rows per Ray Data batch handed to a preprocessing actor call."""
     actors: ActorPoolConfig = ActorPoolConfig()
     """The preprocessing actor pool."""
+    # A head start (data/head_start.py): the process that reads the stream preprocesses the
+    # plan's first rows itself while the actors' processes start (about 1.5 s on 2 cores).
+    head_start_rows: Annotated[int, Field(ge=0)] = 1024
+    """Rows at the read plan's start that the reading process preprocesses itself while the actor pool starts (a run trained in process, `echoray bench-input`; only without a worker shuffle buffer or paced reads); 0: none."""
 
 
 class EchoConfig(Section):

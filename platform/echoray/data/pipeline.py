@@ -14,6 +14,7 @@ import ray.data
 from ray.data import ActorPoolStrategy
 
 from echoray.config import PipelineConfig
+from echoray.data.head_start import calls_per_block
 from echoray.data.output_blocks import apply_block_target, pipeline_block_target
 from echoray.data.plan import num_chunks, plan_chunks, read_plan  # noqa: F401 - num_chunks re-exported
 from echoray.data.preprocess_args import preprocess_args
@@ -53,12 +54,14 @@ def block_rows(idx: SourceIndex, n_chunks: int, block_chunks: int) -> int:
 
 
 def build_train_dataset(cfg: PipelineConfig, idx: SourceIndex, collector=None, first_epoch: int = 0,
-                        consumed: dict[int, np.ndarray] | None = None) -> ray.data.Dataset:
-    """The stream of plan epochs first_epoch.. without the `consumed` rows (a restored run)."""
+                        consumed: dict[int, np.ndarray] | None = None, head_chunks: int = 0) -> ray.data.Dataset:
+    """The stream of plan epochs first_epoch.. without the `consumed` rows (a restored run)
+    and without the plan's first `head_chunks` chunks (read in the consumer's process:
+    data/head_start.py)."""
     n_chunks = plan_chunks(idx, cfg.source.chunk_size)
     a = cfg.preprocess.actors
     planned = n_chunks * max(0, cfg.train.max_epochs - first_epoch)
-    per_call = max(1, cfg.preprocess.batch_size // cfg.source.chunk_size)
+    per_call = calls_per_block(cfg)
     # A source read file by file decodes photos: a block of 214 chunks (6,848 images, 2 actors,
     # 600 files x 90 epochs) was a minute of one core, its rows leaving in 128 MiB pieces
     # (~850 images) and batches arriving in bursts; at most 8 actor calls a block there.
@@ -70,7 +73,8 @@ def build_train_dataset(cfg: PipelineConfig, idx: SourceIndex, collector=None, f
     # Two one-call blocks per actor first: a map task emits its rows when it ends, so the
     # first rows reach the workers after one actor call (64 images), not a whole block.
     blocks = read_plan(cfg.seed, cfg.train.max_epochs, n_chunks, first_epoch=first_epoch,
-                       block_chunks=block_chunks, first_chunks=min(per_call, block_chunks), n_first=2 * a.max_size)
+                       block_chunks=block_chunks, first_chunks=min(per_call, block_chunks), n_first=2 * a.max_size,
+                       skip_chunks=head_chunks)
     if not blocks:  # restored after the last epoch: nothing left to read
         blocks = [{"epoch": np.zeros(0, np.int64), "chunk": np.zeros(0, np.int64)}]
     # from_blocks, not from_arrow: from_arrow gets each block's metadata from a 1-CPU Ray

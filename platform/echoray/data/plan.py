@@ -90,19 +90,30 @@ def block_starts(total: int, block_chunks: int, first_chunks: int | None = None,
     return starts
 
 
+def plan_rows(seed: int, epochs: int, n_chunks: int, first_epoch: int = 0) -> dict[str, np.ndarray]:
+    """Every {"epoch", "chunk"} row of passes first_epoch..epochs-1, in plan order."""
+    if first_epoch >= epochs:
+        return {"epoch": np.zeros(0, np.int64), "chunk": np.zeros(0, np.int64)}
+    chunk = np.concatenate([epoch_order(seed, e, n_chunks) for e in range(first_epoch, epochs)])
+    epoch = np.repeat(np.arange(first_epoch, epochs, dtype=np.int64), n_chunks)
+    return {"epoch": epoch, "chunk": chunk}
+
+
 def read_plan(seed: int, epochs: int, n_chunks: int, block_chunks: int = 4096,
-              first_epoch: int = 0, first_chunks: int | None = None, n_first: int = 0) -> list[dict]:
+              first_epoch: int = 0, first_chunks: int | None = None, n_first: int = 0,
+              skip_chunks: int = 0) -> list[dict]:
     """Blocks of {"epoch", "chunk"} rows covering passes first_epoch..epochs-1, in epoch order
     (a block may span the end of one epoch and the start of the next); the first
-    `n_first` blocks hold `first_chunks` chunks each (block_starts).
+    `n_first` blocks hold `first_chunks` chunks each (block_starts). The plan's first
+    `skip_chunks` rows are left out (a head start reads them elsewhere: data/head_start.py).
 
     A run restored from a checkpoint starts at its first unfinished epoch; every
     epoch's order depends only on (seed, epoch), so the replayed epochs are the same.
     """
-    if first_epoch >= epochs:
+    rows = plan_rows(seed, epochs, n_chunks, first_epoch)
+    epoch, chunk = rows["epoch"][skip_chunks:], rows["chunk"][skip_chunks:]
+    if not len(chunk):
         return []
-    chunk = np.concatenate([epoch_order(seed, e, n_chunks) for e in range(first_epoch, epochs)])
-    epoch = np.repeat(np.arange(first_epoch, epochs, dtype=np.int64), n_chunks)
     starts = block_starts(len(chunk), block_chunks, first_chunks, n_first)
     ends = [*starts[1:], len(chunk)]
     return [{"epoch": epoch[s:t], "chunk": chunk[s:t]} for s, t in zip(starts, ends, strict=True)]

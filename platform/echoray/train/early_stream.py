@@ -10,6 +10,7 @@ This module stays import-light (no torch) for that reason.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
@@ -44,6 +45,67 @@ def batch_stream(data, cfg: PipelineConfig, group: int) -> Iterable[dict]:
         batch_size=cfg.train.batch_size, batch_format="numpy", drop_last=True,
         local_shuffle_buffer_size=shuffle_buffer_rows(cfg),
         local_shuffle_seed=derive_seed(cfg.seed, STREAM_SAMPLER, group), prefetch_batches=0)
+
+
+def head_started(cfg: PipelineConfig, idx, collector=None, first_epoch: int = 0, consumed=None,
+                 group: int = 0) -> Iterator[dict]:
+    """A reading process's batches of the run's plan (first_epoch on, without `consumed`):
+    with a head start (data/head_start.py) the plan's first rows preprocessed here while
+    the actor pool starts on the rest, else batch_stream over the whole plan's Dataset.
+    The same batches either way; the Dataset is built at the first next()."""
+    from echoray.data.head_start import (
+        calls_per_block,
+        exact_batches,
+        head_rows,
+        head_start_chunks,
+        preprocess_calls,
+    )
+    from echoray.data.pipeline import build_train_dataset
+    from echoray.data.preprocess_args import preprocess_args
+    from echoray.data.stages import Preprocess
+
+    chunks = head_start_chunks(cfg, idx, first_epoch)
+    ds = build_train_dataset(cfg, idx, collector, first_epoch, consumed, head_chunks=chunks)
+    ds.context.execution_options.preserve_order = cfg.preprocess.deterministic  # as train/trainer.py asks
+    if not chunks:
+        yield from batch_stream(ds, cfg, group)
+        return
+    # The pool starts now, in StartedStream's thread; its blocks whole, cut below.
+    rest = StartedStream(ds.iter_batches(batch_size=None, batch_format="numpy", prefetch_batches=0))
+    try:
+        stage = Preprocess(preprocess_args(cfg, idx, collector, consumed))
+        head = in_idle_thread(preprocess_calls(stage, head_rows(cfg, idx, first_epoch, chunks), calls_per_block(cfg)))
+        yield from exact_batches(itertools.chain(head, rest), cfg.train.batch_size)
+    finally:
+        rest.close()
+
+
+def in_idle_thread(items: Iterable[dict], nice: int = 19) -> Iterator[dict]:
+    """`items` made in a thread of its own at the lowest CPU priority (Linux: a thread's
+    nice value), handed over as they come."""
+    import os
+    import queue
+
+    q: queue.Queue = queue.Queue()
+    end = object()
+
+    def run() -> None:
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+        except OSError:
+            pass
+        try:
+            for item in items:
+                q.put(item)
+            q.put(end)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the consumer
+            q.put(exc)
+
+    threading.Thread(target=run, name="echoray-head-start", daemon=True).start()
+    while (item := q.get()) is not end:
+        if isinstance(item, BaseException):
+            raise item
+        yield item
 
 
 def start_worker_stream(config: dict) -> StartedStream | None:

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from echoray.config import PipelineConfig
 from echoray.data.sources import SourceIndex
-from echoray.train.early_stream import StartedStream, batch_stream
+from echoray.train.early_stream import StartedStream
 
 
 def trains_in_process(cfg: PipelineConfig, use_gpu: bool) -> bool:
@@ -148,11 +148,10 @@ def _built(make: Callable[[], Iterable[dict]]) -> Iterator[dict]:
 
 def _stream(cfg: PipelineConfig, idx: SourceIndex, collector, group: int, first_epoch: int = 0,
             consumed=None) -> Iterable[dict]:
-    """The batches a one-worker Ray Train run reads from its dataset shard (train/loop.py)."""
-    from echoray.data.pipeline import build_train_dataset
+    """The batches a one-worker Ray Train run reads from its dataset shard (train/loop.py),
+    with a head start where one applies (data/head_start.py)."""
     from echoray.runtime.session import quiet_data
+    from echoray.train.early_stream import head_started
 
     quiet_data()
-    ds = build_train_dataset(cfg, idx, collector, first_epoch, consumed)
-    ds.context.execution_options.preserve_order = cfg.preprocess.deterministic  # as train/trainer.py asks
-    return batch_stream(ds, cfg, group)
+    return head_started(cfg, idx, collector, first_epoch, consumed, group)

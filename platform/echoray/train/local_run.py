@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from echoray.config import PipelineConfig
+from echoray.data.head_start import calls_per_block, preprocess_calls
 from echoray.data.plan import plan_chunks, read_plan
 from echoray.data.preprocess_args import preprocess_args
 from echoray.data.sources import SourceIndex
@@ -59,11 +60,9 @@ def preprocessed_blocks(cfg: PipelineConfig, idx: SourceIndex, first_epoch: int 
                         consumed: dict[int, np.ndarray] | None = None) -> Iterator[dict[str, np.ndarray]]:
     """The rows the Ray Data stage would emit, block by block, in read-plan order."""
     stage = Preprocess(preprocess_args(cfg, idx, consumed=consumed))
-    per_call = max(1, cfg.preprocess.batch_size // cfg.source.chunk_size)
     for plan in read_plan(cfg.seed, cfg.train.max_epochs, plan_chunks(idx, cfg.source.chunk_size),
                           first_epoch=first_epoch):
-        for start in range(0, len(plan["chunk"]), per_call):
-            yield from stage({k: v[start : start + per_call] for k, v in plan.items()})
+        yield from preprocess_calls(stage, plan, calls_per_block(cfg))
 
 
 def shuffled_batches(blocks: Iterable[dict[str, np.ndarray]], batch_size: int, buffer_rows: int | None,

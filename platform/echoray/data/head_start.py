@@ -1,0 +1,83 @@
+"""A head start: the read plan's first rows preprocessed in the reading process while the
+actor pool starts.
+
+Contract: for a run whose worker keeps no local shuffle buffer, the batches of a head
+start (train/early_stream.py `head_started`) are the batches the whole plan gives
+through the actor pool (`batch_stream` over `build_train_dataset`): the same rows, in
+the same order, cut into the same batches of exactly train.batch_size (the last short
+one dropped). The plan's first `head_start_chunks` chunks are preprocessed here, by the
+same `Preprocess` the actors run, and the Dataset reads the plan from the next chunk on.
+
+Why: each preprocessing actor starts in a new Ray worker process that imports Ray and
+Ray Data before its constructor runs, 1.2-1.7 s on 2 cores, and the first batch of the
+ImageNet-like stream came 1.8-3.0 s after iteration began (issue 30; stop 43-46 traces
+in docs/benchmarks/input-pipeline.md). The reading process has all of that imported
+already, and the decoder releases the GIL, so its first batch needs one call's decode.
+
+Left out, so that no run's batches change: a worker's local shuffle buffer (its order
+depends on the blocks it saw), paced reads (source.max_rows_ahead: the actors wait for
+the workers' heartbeats) and text (a read unit's rows are not chunk_size).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+
+from echoray.config import PipelineConfig
+from echoray.data.plan import plan_chunks, plan_rows
+from echoray.data.sources import SourceIndex
+from echoray.echo_plan import shuffle_buffer_rows
+
+Batch = dict[str, np.ndarray]
+
+
+def calls_per_block(cfg: PipelineConfig) -> int:
+    """Plan chunks per actor call (map_batches' batch_size in data/pipeline.py)."""
+    return max(1, cfg.preprocess.batch_size // cfg.source.chunk_size)
+
+
+def head_start_chunks(cfg: PipelineConfig, idx: SourceIndex, first_epoch: int = 0) -> int:
+    """Plan chunks the reading process preprocesses itself: preprocess.head_start_rows
+    rounded up to whole actor calls, at most the plan; 0 where a head start is left out."""
+    rows = cfg.preprocess.head_start_rows
+    if not rows or shuffle_buffer_rows(cfg) or cfg.source.max_rows_ahead or idx.kind == "text":
+        return 0
+    per_call = calls_per_block(cfg)
+    calls = -(-rows // (per_call * cfg.source.chunk_size))
+    planned = plan_chunks(idx, cfg.source.chunk_size) * max(0, cfg.train.max_epochs - first_epoch)
+    return min(calls * per_call, planned)
+
+
+def head_rows(cfg: PipelineConfig, idx: SourceIndex, first_epoch: int, n_chunks: int) -> Batch:
+    """The plan's first `n_chunks` {"epoch", "chunk"} rows (those build_train_dataset skips)."""
+    rows = plan_rows(cfg.seed, cfg.train.max_epochs, plan_chunks(idx, cfg.source.chunk_size), first_epoch)
+    return {k: v[:n_chunks] for k, v in rows.items()}
+
+
+def preprocess_calls(stage, plan: Batch, per_call: int) -> Iterator[Batch]:
+    """`stage` (data/stages.py Preprocess) over `plan`'s rows, `per_call` at a time, as the
+    actor pool calls it: the rows each call yields, in plan order."""
+    for start in range(0, len(plan["chunk"]), per_call):
+        yield from stage({k: v[start : start + per_call] for k, v in plan.items()})
+
+
+def exact_batches(blocks: Iterable[Batch], batch_size: int) -> Iterator[Batch]:
+    """Consecutive rows of `blocks`, `batch_size` at a time, the last short batch dropped
+    (iter_batches with drop_last and no shuffle does the same)."""
+    held: list[Batch] = []
+    n = 0
+    for block in blocks:
+        if not len(block["sample_id"]):
+            continue
+        held.append(block)
+        n += len(block["sample_id"])
+        if n < batch_size:
+            continue
+        rows = {k: np.concatenate([b[k] for b in held]) if len(held) > 1 else held[0][k] for k in block}
+        cut = n - n % batch_size
+        for start in range(0, cut, batch_size):
+            yield {k: v[start : start + batch_size] for k, v in rows.items()}
+        held = [{k: v[cut:] for k, v in rows.items()}] if n > cut else []
+        n -= cut

@@ -1,0 +1,81 @@
+"""The head start's pure parts (data/head_start.py): the plan split where the Dataset
+starts, the batches cut across any partition of the rows, and where it is left out."""
+
+import numpy as np
+import pytest
+
+from echoray.config_load import load_config
+from echoray.data.head_start import exact_batches, head_rows, head_start_chunks, preprocess_calls
+from echoray.data.plan import plan_chunks, plan_rows, read_plan
+from echoray.data.sources import index_source
+
+
+def digits(*extra):
+    return load_config(None, ["echo.shuffle_buffer=0", "source.chunk_size=16", "preprocess.batch_size=64", *extra])
+
+
+def rows(n: int) -> dict:
+    return {"sample_id": np.arange(n), "epoch": np.arange(n) // 7, "image": np.arange(n * 12, dtype=np.uint8).reshape(n, 2, 2, 3)}
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_any_partition_of_the_rows_gives_the_same_batches(seed):
+    """Blocks of random sizes (empty ones too) cut into the batches of the rows in one block."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 300))
+    whole = rows(n)
+    cuts = np.sort(rng.integers(0, n + 1, size=int(rng.integers(0, 12))))
+    bounds = [0, *cuts.tolist(), n]
+    blocks = [{k: v[a:b] for k, v in whole.items()} for a, b in zip(bounds, bounds[1:], strict=False)]
+    got = list(exact_batches(blocks, 32))
+    assert len(got) == n // 32
+    for i, b in enumerate(got):
+        for k, v in whole.items():
+            assert np.array_equal(b[k], v[i * 32 : (i + 1) * 32])
+
+
+def test_the_head_and_the_skipped_plan_are_the_whole_plan():
+    cfg = digits("train.max_epochs=3", "preprocess.head_start_rows=300")
+    idx = index_source(cfg.source)
+    n_chunks = plan_chunks(idx, 16)
+    chunks = head_start_chunks(cfg, idx)
+    assert chunks == 20  # 300 rows in calls of 4 chunks (64 rows): 5 calls, 320 rows
+    head = head_rows(cfg, idx, 0, chunks)
+    rest = read_plan(cfg.seed, 3, n_chunks, block_chunks=5, first_chunks=4, n_first=2, skip_chunks=chunks)
+    whole = plan_rows(cfg.seed, 3, n_chunks)
+    for k in ("epoch", "chunk"):
+        assert np.array_equal(np.concatenate([head[k], *[b[k] for b in rest]]), whole[k])
+    assert [len(b["chunk"]) for b in rest[:3]] == [4, 4, 5]  # the pool's first calls stay small
+    resumed = head_rows(cfg, idx, 2, chunks)
+    assert set(resumed["epoch"].tolist()) == {2}  # a restored run's head is its first unfinished pass
+
+
+def test_head_start_rows_round_up_to_whole_calls_and_stop_at_the_plan():
+    idx = index_source(digits().source)
+    for rows_, calls in ((1, 1), (64, 1), (65, 2), (1024, 16)):
+        # a call takes 4 chunks of 16 rows
+        assert head_start_chunks(digits(f"preprocess.head_start_rows={rows_}"), idx) == 4 * calls, rows_
+    planned = plan_chunks(idx, 16) * 2
+    assert head_start_chunks(digits("preprocess.head_start_rows=100000", "train.max_epochs=2"), idx) == planned
+    assert head_start_chunks(digits("train.max_epochs=2", "preprocess.head_start_rows=64"), idx, first_epoch=2) == 0
+
+
+@pytest.mark.parametrize("extra", [["echo.shuffle_buffer=512"], ["preprocess.head_start_rows=0"],
+                                   ["source.max_rows_ahead=256"]],
+                         ids=["shuffle buffer", "switched off", "paced reads"])
+def test_no_head_start_where_it_would_change_the_batches(extra):
+    cfg = digits(*extra)
+    assert head_start_chunks(cfg, index_source(cfg.source)) == 0
+
+
+def test_calls_are_made_per_call_chunks_in_plan_order():
+    calls = []
+
+    def stage(block):
+        calls.append(block["chunk"].tolist())
+        yield {"sample_id": block["chunk"] * 10}
+
+    plan = {"epoch": np.zeros(7, np.int64), "chunk": np.arange(7)}
+    out = list(preprocess_calls(stage, plan, 3))
+    assert calls == [[0, 1, 2], [3, 4, 5], [6]]
+    assert np.array_equal(np.concatenate([o["sample_id"] for o in out]), np.arange(7) * 10)
