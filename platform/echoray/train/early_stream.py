@@ -74,10 +74,19 @@ def head_started(cfg: PipelineConfig, idx, collector=None, first_epoch: int = 0,
     rest = StartedStream(ds.iter_batches(batch_size=None, batch_format="numpy", prefetch_batches=0))
     try:
         stage = Preprocess(preprocess_args(cfg, idx, collector, consumed))
-        head = in_idle_thread(preprocess_calls(stage, head_rows(cfg, idx, first_epoch, chunks), calls_per_block(cfg)))
-        yield from exact_batches(itertools.chain(head, rest), cfg.train.batch_size)
+        calls = preprocess_calls(stage, head_rows(cfg, idx, first_epoch, chunks), calls_per_block(cfg))
+        first = _rows_for(calls, cfg.train.batch_size)  # the first batch at this thread's priority
+        yield from exact_batches(itertools.chain(first, in_idle_thread(calls), rest), cfg.train.batch_size)
     finally:
         rest.close()
+
+
+def _rows_for(blocks: Iterator[dict], n: int) -> list[dict]:
+    """Blocks taken from `blocks` until they hold `n` rows (or it ends)."""
+    taken: list[dict] = []
+    while sum(len(b["sample_id"]) for b in taken) < n and (block := next(blocks, None)) is not None:
+        taken.append(block)
+    return taken
 
 
 def in_idle_thread(items: Iterable[dict], nice: int = 19) -> Iterator[dict]:
