@@ -4,8 +4,9 @@ Each arm runs from nothing (pool or workers not yet started) for `seconds` after
 first batch, which spans several epochs of the small JPEG set. From the (time, examples)
 marks of every batch: the first batch's time, the first epoch's time including start-up
 (the batch at which the examples reach the training set's size), the steady rate over
-the epochs after the first, and images per CPU-second over that time (echoray: the
-actors, and actors + driver; DataLoader: its workers + main process). The limit to set
+the epochs after the first, and images per CPU-second in steady state (echoray: the
+actors, and actors + driver, over the second half of the time after the first batch, as
+bench-input reports it; DataLoader: its workers + main process after the first epoch). The limit to set
 those against is `decode_limit`: simplejpeg's full decode alone, in one thread, of the
 same files, in images per CPU-second. Arms alternate per repeat; load is recorded at
 each run's start and end.

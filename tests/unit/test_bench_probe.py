@@ -81,3 +81,22 @@ def test_produced_rate_counts_the_actors_echo_only(stage, factor, on, expected):
     plan = _plan(stage, factor, on)
     assert examples_per_row_read(plan, live) == expected
     assert len(asked) == (1 if plan.in_actor and factor == "auto" else 0)
+
+
+def test_per_cpu_second_counts_from_the_second_half_where_it_was_sampled(monkeypatch):
+    """With --seconds the CPU window starts at the second half, like the rate: an actor's
+    start-up before it is not counted, an actor gone before it adds nothing."""
+    clock = iter([0.0, 0.6, 1.2, 2.0, 2.6])
+    # samples: the first batch, 0.6 s, 1.2 s, the second half's start (1.2 s), 2.0 s, the end;
+    # actor 8 ends before the second half
+    actor = iter([{}, {7: 1.5, 8: 0.2}, {7: 2.0}, {7: 2.5}, {7: 3.0}, {7: 3.5}])
+    monkeypatch.setattr(bench_input.time, "perf_counter", lambda: next(clock, 3.0))
+    monkeypatch.setattr(bench_probe, "actor_cpu_s", lambda: next(actor))
+    monkeypatch.setattr(bench_probe, "driver_cpu_s", iter([0.0, 1.0, 1.25]).__next__)
+    monkeypatch.setattr(bench_input, "_rows_read", lambda collector: 0)
+    batches = [{"sample_id": [0] * 64} for _ in range(5)]
+    marks, _, cpu = bench_input._consume(batches, 2.0, None)
+    assert cpu["mid"] == ({7: 2.5, 8: 0.2}, 1.0, 192)  # at the 3rd batch, 1.2 s after the first
+    out = per_cpu_second(marks, cpu)
+    assert out["actor_cpu_s"] == 1.0  # 3.5 - 2.5; actor 8's 0.2 stays out
+    assert out["images_per_actor_cpu_s"] == 64 / 1.0 and out["images_per_cpu_s"] == 64 / 1.25
