@@ -11,9 +11,10 @@ the lower of the rate batches arrived at and the rate the pool read rows at (or 
 busy-time capacity when the plan ends first): a backlog made while the consumer started
 would otherwise inflate the first. Stage busy time comes from the same collector a run uses.
 It also reports the first batch's time (from the start of iteration: the Dataset is
-built and the actor pool starts then), the rate over all the time after the first batch, images per CPU-second of the
-actors and of this process over the second half (bench_probe.py), and the load average at its start, with a
-warning when that is above the core count.
+built and the actor pool starts then), the rate over all the time after the first
+batch, images per CPU-second of the actors and of this process over the second half
+(bench_probe.py), and the load average at its start, with a warning when that is
+above the core count.
 """
 
 from __future__ import annotations

@@ -64,3 +64,16 @@ def test_a_run_with_a_head_start_counts_exactly(run_pipeline, tmp_path):
     assert audit.num_rows == n == summary["trained_examples"] == summary["fresh_examples"]
     assert len(set(zip(t["epoch"], t["sample_id"], strict=True))) == n
     assert summary["source_reads"] == 2 * len(train_ids)
+
+
+def test_bench_input_times_the_pool_alone_and_counts_the_head_apart(local_ray, tmp_path):
+    """The head's rows are read (the run's source reads) but not reported as a pool stage:
+    its time, in a thread at nice 19, would add a third "actor" to the rate R sums."""
+    from echoray.bench_input import bench_input
+
+    root = write_jpeg_folder(tmp_path / "jpg", n=96)
+    cfg = load_config(None, overrides(root, "train.max_epochs=1", "preprocess.actors.num_cpus=0.5",
+                                      "preprocess.actors.max_size=1"))
+    r = bench_input(cfg, None)  # one pass: 72 ids in 9 chunks, the first 6 (48 rows) the head's
+    assert r["stages"]["upstream"]["rows"] == 24 and r["stages"]["upstream"]["actors"] == 1
+    assert r["batches"] == 9 and r["first_batch_s"] > 0

@@ -129,3 +129,24 @@ def test_an_idle_thread_hands_over_its_items_in_order_at_the_lowest_priority():
     assert next(got) == {"i": 0}
     with pytest.raises(ValueError, match="a.jpg"):
         next(got)
+
+
+def test_an_idle_thread_closed_by_its_consumer_makes_no_more_items():
+    made = []
+    gates = [threading.Event() for _ in range(10)]
+
+    def items():
+        for i in range(10):
+            gates[i].wait(10)
+            made.append(i)
+            yield {"i": i}
+
+    gates[0].set()
+    gates[1].set()
+    got = in_idle_thread(items())
+    assert [next(got)["i"], next(got)["i"]] == [0, 1]
+    got.close()
+    for g in gates:
+        g.set()
+    assert eventually(lambda: not any(t.name == "echoray-head-start" for t in threading.enumerate()))
+    assert made == [0, 1, 2]  # the one it was making when closed, then none

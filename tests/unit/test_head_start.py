@@ -79,3 +79,23 @@ def test_calls_are_made_per_call_chunks_in_plan_order():
     out = list(preprocess_calls(stage, plan, 3))
     assert calls == [[0, 1, 2], [3, 4, 5], [6]]
     assert np.array_equal(np.concatenate([o["sample_id"] for o in out]), np.arange(7) * 10)
+
+
+def test_a_head_start_leaves_the_training_process_torch_threads_alone():
+    """An actor runs torch's augmentation on one thread; the same stage in a training
+    process (a head start) must not set the threads the run chose."""
+    import torch
+
+    from echoray.config import AugmentOp
+    from echoray.data.stages import augmenter
+
+    ops = [AugmentOp(op="random_resized_crop", size=8)]  # no numpy version: the torch path
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(3)
+        augmenter(ops, 0, one_thread=False)
+        assert torch.get_num_threads() == 3
+        augmenter(ops, 0)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)

@@ -32,6 +32,7 @@ class PreprocessArgs:
     collector: Any = None  # the run's RunCollector handle; None: no reports (in process)
     consumed: dict[int, np.ndarray] | None = None  # a restored run: rows its steps already took
     max_ahead: int | None = None  # source.max_rows_ahead (effective), or None
+    in_pool: bool = True  # False: a head start in the reading process (its reads count, not its rate)
 
 
 def preprocess_args(cfg: PipelineConfig, idx: SourceIndex, collector: Any = None,

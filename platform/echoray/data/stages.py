@@ -56,9 +56,11 @@ def augment_keys(seed: int, batch: dict[str, np.ndarray], per_copy: bool) -> np.
     return mix(seed, STREAM_AUGMENT, batch["epoch"], batch["sample_id"], copy, 0, 0)
 
 
-def augmenter(ops: list[AugmentOp], first: int) -> Callable[..., np.ndarray]:
+def augmenter(ops: list[AugmentOp], first: int, one_thread: bool = True) -> Callable[..., np.ndarray]:
     """augment_batch for uint8 numpy batches: data/augment_np.py's when it has every op
-    (the actor then never imports torch: 1.4 s of its start), else data/augment.py's."""
+    (the actor then never imports torch: 1.4 s of its start), else data/augment.py's, with
+    torch on one thread where `one_thread` (an actor; not a head start in a training
+    process, whose threads the run sets)."""
     from echoray.data import augment_np
 
     if augment_np.handles(ops, first):
@@ -67,7 +69,8 @@ def augmenter(ops: list[AugmentOp], first: int) -> Callable[..., np.ndarray]:
 
     from echoray.data.augment import augment_batch
 
-    torch.set_num_threads(1)
+    if one_thread:
+        torch.set_num_threads(1)
     return lambda images, keys, ops, first: augment_batch(torch.from_numpy(images), keys, ops, first).numpy()
 
 
@@ -92,12 +95,13 @@ class Preprocess:
             from echoray.data.full_crop import decoded_ops
 
             self.first = decoded_ops(self.ops, per_copy=self.echo_before)
-        self._augment = augmenter(self.ops, self.first) if self.ops is not None else None
+        self._augment = augmenter(self.ops, self.first, one_thread=args.in_pool) if self.ops is not None else None
         self.auto = args.echo_factor == "auto"
         self.factor = 1.0 if self.auto else float(args.echo_factor)
         self.collector = args.collector
         self.consumed = args.consumed  # a restored run: rows its steps already took (data/replay.py)
         self.max_ahead = args.max_ahead  # source.max_rows_ahead (effective), or None
+        self.in_pool = args.in_pool
         self.first_read: float | None = None
         self.actor = f"{os.uname().nodename}:{os.getpid()}"
 
@@ -245,6 +249,9 @@ class Preprocess:
 
     def _report(self, up_rows: int, up_s: float, down_rows: int, down_s: float) -> None:
         if self.collector is None:
+            return
+        if not self.in_pool:  # a head start: its reads count; its time is not the pool's rate
+            self.collector.source_read.remote(up_rows, up_s)
             return
         self.collector.stage.remote("upstream", self.actor, up_rows, up_s, up_rows)
         if down_rows:

@@ -59,6 +59,12 @@ class RunCollector:
     # --- from preprocessing actors ---
     def stage(self, name: str, actor: str, rows: int, busy_s: float, reads: int = 0) -> None:
         self.throughput.add_stage(name, actor, rows, busy_s, at=time.time())
+        self.source_read(reads, busy_s)
+
+    def source_read(self, reads: int, busy_s: float = 0.0) -> None:
+        """Rows read from the source; alone: by a head start in the reading process
+        (data/head_start.py), whose reads count but whose time, in a thread at nice 19,
+        is not the pool's rate (R sums the rates of the actors that report a stage)."""
         self.source_reads += reads
         if self.first_read_at is None and reads:
             self.first_read_at = time.time() - busy_s  # the read began busy_s before its report

@@ -10,6 +10,7 @@ This module stays import-light (no torch) for that reason.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import threading
 from collections.abc import Iterable, Iterator
@@ -73,7 +74,7 @@ def head_started(cfg: PipelineConfig, idx, collector=None, first_epoch: int = 0,
     # The pool starts now, in StartedStream's thread; its blocks whole, cut below.
     rest = StartedStream(ds.iter_batches(batch_size=None, batch_format="numpy", prefetch_batches=0))
     try:
-        stage = Preprocess(preprocess_args(cfg, idx, collector, consumed))
+        stage = Preprocess(dataclasses.replace(preprocess_args(cfg, idx, collector, consumed), in_pool=False))
         calls = preprocess_calls(stage, head_rows(cfg, idx, first_epoch, chunks), calls_per_block(cfg))
         first = _rows_for(calls, cfg.train.batch_size)  # the first batch at this thread's priority
         yield from exact_batches(itertools.chain(first, in_idle_thread(calls), rest), cfg.train.batch_size)
@@ -91,12 +92,12 @@ def _rows_for(blocks: Iterator[dict], n: int) -> list[dict]:
 
 def in_idle_thread(items: Iterable[dict], nice: int = 19) -> Iterator[dict]:
     """`items` made in a thread of its own at the lowest CPU priority (Linux: a thread's
-    nice value), handed over as they come."""
+    nice value), handed over as they come; closed, the thread makes no more."""
     import os
     import queue
 
     q: queue.Queue = queue.Queue()
-    end = object()
+    end, stop = object(), threading.Event()
 
     def run() -> None:
         try:
@@ -105,16 +106,21 @@ def in_idle_thread(items: Iterable[dict], nice: int = 19) -> Iterator[dict]:
             pass
         try:
             for item in items:
+                if stop.is_set():  # the consumer closed: make no more
+                    return
                 q.put(item)
             q.put(end)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the consumer
             q.put(exc)
 
     threading.Thread(target=run, name="echoray-head-start", daemon=True).start()
-    while (item := q.get()) is not end:
-        if isinstance(item, BaseException):
-            raise item
-        yield item
+    try:
+        while (item := q.get()) is not end:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
 
 
 def start_worker_stream(config: dict) -> StartedStream | None:
