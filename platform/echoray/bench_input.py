@@ -52,13 +52,10 @@ def bench_input(cfg: PipelineConfig, seconds: float | None, idx: SourceIndex | N
         demand = {"CPU": a.num_cpus * a.min_size, **{k: v * a.min_size for k, v in a.resources.items()}}
         require_fits(demand, "the actor pool", "; lower preprocess.actors.*")
     idx = publish_index(idx)
-    from ray.data import DataContext
-
     from echoray.echo_plan import EchoPlan
     from echoray.runtime.collector import RunCollector
     from echoray.train.early_stream import StartedStream, head_started
 
-    DataContext.get_current().execution_options.preserve_order = cfg.preprocess.deterministic
     collector = RunCollector.remote(cfg.echo.factor, cfg.echo.max_factor, n_train=len(idx.train_ids),
                                     max_bad_fraction=cfg.source.max_bad_fraction)
     t0 = time.perf_counter()

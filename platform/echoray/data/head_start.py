@@ -26,16 +26,11 @@ from collections.abc import Iterable, Iterator
 import numpy as np
 
 from echoray.config import PipelineConfig
-from echoray.data.plan import plan_chunks, plan_rows
+from echoray.data.plan import chunks_per_call, plan_chunks, plan_rows
 from echoray.data.sources import SourceIndex
 from echoray.echo_plan import shuffle_buffer_rows
 
 Batch = dict[str, np.ndarray]
-
-
-def calls_per_block(cfg: PipelineConfig) -> int:
-    """Plan chunks per actor call (map_batches' batch_size in data/pipeline.py)."""
-    return max(1, cfg.preprocess.batch_size // cfg.source.chunk_size)
 
 
 def head_start_chunks(cfg: PipelineConfig, idx: SourceIndex, first_epoch: int = 0) -> int:
@@ -44,15 +39,18 @@ def head_start_chunks(cfg: PipelineConfig, idx: SourceIndex, first_epoch: int = 
     rows = cfg.preprocess.head_start_rows
     if not rows or shuffle_buffer_rows(cfg) or cfg.source.max_rows_ahead or idx.kind == "text":
         return 0
-    per_call = calls_per_block(cfg)
+    per_call = chunks_per_call(cfg)
     calls = -(-rows // (per_call * cfg.source.chunk_size))
     planned = plan_chunks(idx, cfg.source.chunk_size) * max(0, cfg.train.max_epochs - first_epoch)
     return min(calls * per_call, planned)
 
 
 def head_rows(cfg: PipelineConfig, idx: SourceIndex, first_epoch: int, n_chunks: int) -> Batch:
-    """The plan's first `n_chunks` {"epoch", "chunk"} rows (those build_train_dataset skips)."""
-    rows = plan_rows(cfg.seed, cfg.train.max_epochs, plan_chunks(idx, cfg.source.chunk_size), first_epoch)
+    """The plan's first `n_chunks` {"epoch", "chunk"} rows (those build_train_dataset skips),
+    made from only the passes they span: it runs before the first batch."""
+    per_pass = plan_chunks(idx, cfg.source.chunk_size)
+    last = min(cfg.train.max_epochs, first_epoch + -(-n_chunks // max(per_pass, 1)))
+    rows = plan_rows(cfg.seed, last, per_pass, first_epoch)
     return {k: v[:n_chunks] for k, v in rows.items()}
 
 

@@ -14,9 +14,8 @@ import ray.data
 from ray.data import ActorPoolStrategy
 
 from echoray.config import PipelineConfig
-from echoray.data.head_start import calls_per_block
 from echoray.data.output_blocks import apply_block_target, pipeline_block_target
-from echoray.data.plan import num_chunks, plan_chunks, read_plan  # noqa: F401 - num_chunks re-exported
+from echoray.data.plan import chunks_per_call, num_chunks, plan_chunks, read_plan  # noqa: F401 - num_chunks re-exported
 from echoray.data.preprocess_args import preprocess_args
 from echoray.data.sources import SourceIndex
 from echoray.data.stages import Preprocess
@@ -61,7 +60,7 @@ def build_train_dataset(cfg: PipelineConfig, idx: SourceIndex, collector=None, f
     n_chunks = plan_chunks(idx, cfg.source.chunk_size)
     a = cfg.preprocess.actors
     planned = n_chunks * max(0, cfg.train.max_epochs - first_epoch)
-    per_call = calls_per_block(cfg)
+    per_call = chunks_per_call(cfg)
     # A source read file by file decodes photos: a block of 214 chunks (6,848 images, 2 actors,
     # 600 files x 90 epochs) was a minute of one core, its rows leaving in 128 MiB pieces
     # (~850 images) and batches arriving in bursts; at most 8 actor calls a block there.

@@ -17,9 +17,14 @@ accounting, replay (data/replay.py) and the audit see the same rows.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from echoray.seeds import STREAM_PLAN, derive_seed
+
+if TYPE_CHECKING:
+    from echoray.config import PipelineConfig
 
 
 def num_chunks(num_samples: int, chunk_size: int) -> int:
@@ -88,6 +93,11 @@ def block_starts(total: int, block_chunks: int, first_chunks: int | None = None,
         starts.append(s)
         s += small if len(starts) <= n_first else block_chunks
     return starts
+
+
+def chunks_per_call(cfg: PipelineConfig) -> int:
+    """Plan chunks per preprocessing actor call (map_batches' batch_size, data/pipeline.py)."""
+    return max(1, cfg.preprocess.batch_size // cfg.source.chunk_size)
 
 
 def plan_rows(seed: int, epochs: int, n_chunks: int, first_epoch: int = 0) -> dict[str, np.ndarray]:

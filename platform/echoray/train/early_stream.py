@@ -55,13 +55,13 @@ def head_started(cfg: PipelineConfig, idx, collector=None, first_epoch: int = 0,
     the actor pool starts on the rest, else batch_stream over the whole plan's Dataset.
     The same batches either way; the Dataset is built at the first next()."""
     from echoray.data.head_start import (
-        calls_per_block,
         exact_batches,
         head_rows,
         head_start_chunks,
         preprocess_calls,
     )
     from echoray.data.pipeline import build_train_dataset
+    from echoray.data.plan import chunks_per_call
     from echoray.data.preprocess_args import preprocess_args
     from echoray.data.stages import Preprocess
 
@@ -75,7 +75,7 @@ def head_started(cfg: PipelineConfig, idx, collector=None, first_epoch: int = 0,
     rest = StartedStream(ds.iter_batches(batch_size=None, batch_format="numpy", prefetch_batches=0))
     try:
         stage = Preprocess(dataclasses.replace(preprocess_args(cfg, idx, collector, consumed), in_pool=False))
-        calls = preprocess_calls(stage, head_rows(cfg, idx, first_epoch, chunks), calls_per_block(cfg))
+        calls = preprocess_calls(stage, head_rows(cfg, idx, first_epoch, chunks), chunks_per_call(cfg))
         first = _rows_for(calls, cfg.train.batch_size)  # the first batch at this thread's priority
         yield from exact_batches(itertools.chain(first, in_idle_thread(calls), rest), cfg.train.batch_size)
     finally:

@@ -13,8 +13,8 @@ import numpy as np
 import torch
 
 from echoray.config import PipelineConfig
-from echoray.data.head_start import calls_per_block, preprocess_calls
-from echoray.data.plan import plan_chunks, read_plan
+from echoray.data.head_start import exact_batches, preprocess_calls
+from echoray.data.plan import chunks_per_call, plan_chunks, read_plan
 from echoray.data.preprocess_args import preprocess_args
 from echoray.data.sources import SourceIndex
 from echoray.data.stages import Preprocess
@@ -62,20 +62,22 @@ def preprocessed_blocks(cfg: PipelineConfig, idx: SourceIndex, first_epoch: int 
     stage = Preprocess(preprocess_args(cfg, idx, consumed=consumed))
     for plan in read_plan(cfg.seed, cfg.train.max_epochs, plan_chunks(idx, cfg.source.chunk_size),
                           first_epoch=first_epoch):
-        yield from preprocess_calls(stage, plan, calls_per_block(cfg))
+        yield from preprocess_calls(stage, plan, chunks_per_call(cfg))
 
 
 def shuffled_batches(blocks: Iterable[dict[str, np.ndarray]], batch_size: int, buffer_rows: int | None,
                      seed: int) -> Iterator[dict[str, np.ndarray]]:
     """A local shuffle buffer as iter_batches(local_shuffle_buffer_size) keeps one: rows
     wait until `buffer_rows` are held, then random ones leave a batch at a time."""
+    if not buffer_rows:  # no shuffle: consecutive rows, as data/head_start.py cuts them
+        yield from exact_batches(blocks, batch_size)
+        return
     rng = np.random.default_rng(seed)
     pool: dict[str, np.ndarray] | None = None
     for block in blocks:
         pool = block if pool is None else {k: np.concatenate([pool[k], block[k]]) for k in block}
-        while len(pool["sample_id"]) >= max(buffer_rows or 0, batch_size):
-            pick = rng.choice(len(pool["sample_id"]), batch_size, replace=False) if buffer_rows else \
-                np.arange(batch_size)
+        while len(pool["sample_id"]) >= max(buffer_rows, batch_size):
+            pick = rng.choice(len(pool["sample_id"]), batch_size, replace=False)
             keep = np.ones(len(pool["sample_id"]), dtype=bool)
             keep[pick] = False
             yield {k: v[pick] for k, v in pool.items()}

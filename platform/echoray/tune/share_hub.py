@@ -30,8 +30,7 @@ import numpy as np
 import ray
 
 from echoray.config import PipelineConfig
-from echoray.data.head_start import calls_per_block
-from echoray.data.plan import plan_chunks, read_plan
+from echoray.data.plan import chunks_per_call, plan_chunks, read_plan
 from echoray.data.preprocess_args import preprocess_args
 from echoray.data.sources import SourceIndex, index_source
 from echoray.echo_plan import EchoPlan
@@ -71,7 +70,7 @@ def plan_blocks(cfg: PipelineConfig, idx: SourceIndex, epochs: int) -> Iterator[
     (preprocess.batch_size samples), made an epoch at a time: a stream of hundreds of
     epochs of ImageNet's 40,000 chunks is never held whole."""
     n_chunks = plan_chunks(idx, cfg.source.chunk_size)
-    per_call = calls_per_block(cfg)
+    per_call = chunks_per_call(cfg)
     for epoch in range(epochs):
         yield from read_plan(cfg.seed, epoch + 1, n_chunks, block_chunks=per_call, first_epoch=epoch)
 
