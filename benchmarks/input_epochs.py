@@ -8,8 +8,9 @@ the epochs after the first, and images per CPU-second in steady state (echoray: 
 actors, and actors + driver, over the second half of the time after the first batch, as
 bench-input reports it; DataLoader: its workers + main process after the first epoch). The limit to set
 those against is `decode_limit`: simplejpeg's full decode alone, in one thread, of the
-same files, in images per CPU-second. Arms alternate per repeat; load is recorded at
-each run's start and end.
+same files, in images per CPU-second. Arms rotate per repeat; load is recorded at
+each run's start and end. `--no-head-arm` adds echoray with `preprocess.head_start_rows: 0`
+(the pool alone), so the head start's effect on every figure is read inside one run.
 
 Used by input_pipeline.py (--parts epochs); the DataLoader arm runs in a subprocess.
 """
@@ -110,13 +111,21 @@ def echoray_epochs(cfg, seconds: float) -> dict:
             "images_per_cpu_s": r["images_per_cpu_s"], "actors": r["actors"], "seed": cfg.seed}
 
 
-def compare_epochs(root: Path, cfg, repeats: int, seconds: float) -> dict:
-    """Interleaved arms (order alternating per repeat), each with its load at start and end."""
+def arm_order(arms: list[str], rep: int) -> list[str]:
+    """Repeat `rep`'s order: the arms rotated by `rep`, so over len(arms) repeats each arm
+    runs once in each place (first, on the machine the previous run left, and last)."""
+    k = rep % len(arms)
+    return arms[k:] + arms[:k]
+
+
+def compare_epochs(root: Path, cfgs: dict, repeats: int, seconds: float) -> dict:
+    """The DataLoader and one echoray arm per entry of `cfgs` (name -> config), interleaved
+    (arm_order), each with its load at start and end."""
     import json
 
-    runs: dict[str, list] = {"dataloader": [], "echoray": []}
+    runs: dict[str, list] = {"dataloader": [], **{name: [] for name in cfgs}}
     for rep in range(repeats):
-        for arm in (("dataloader", "echoray") if rep % 2 == 0 else ("echoray", "dataloader")):
+        for arm in arm_order(list(runs), rep):
             load = settled_load()[0]  # the previous arm wound down (common.settled_load)
             if arm == "dataloader":
                 out = subprocess.run([sys.executable, str(Path(__file__).parent / "input_pipeline.py"),
@@ -124,7 +133,7 @@ def compare_epochs(root: Path, cfg, repeats: int, seconds: float) -> dict:
                                      capture_output=True, text=True, check=True)
                 r = json.loads(out.stdout.strip().splitlines()[-1])
             else:
-                r = echoray_epochs(cfg, seconds)
+                r = echoray_epochs(cfgs[arm], seconds)
             r.update(load_avg_1m_start=load, load_avg_1m_end=settled_load()[0])  # after its own processes ended
             runs[arm].append(r)
             print("epochs", arm, json.dumps(r), flush=True)

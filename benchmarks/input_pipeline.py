@@ -19,10 +19,11 @@
    read_concurrency 1 and 16, the Arrow conversion (and whether it copies).
 5. epochs (input_epochs.py): from nothing, first batch, first epoch with start-up and
    the steady rate over the epochs after it, images per CPU-second, echoray vs the
-   DataLoader interleaved; decode_limit: simplejpeg's full decode alone on the same
-   files (images per CPU-second), the ceiling for both.
+   DataLoader interleaved (with --no-head-arm, echoray without its head start as a third
+   arm); decode_limit: simplejpeg's full decode alone on the same files (images per
+   CPU-second), the ceiling for both.
 
-    .venv/bin/python benchmarks/input_pipeline.py [--files 2000] [--repeats 2] [--parts single,actor,compare,concurrency,index,epochs] [--name input_pipeline]
+    .venv/bin/python benchmarks/input_pipeline.py [--files 2000] [--repeats 2] [--parts single,actor,compare,concurrency,index,epochs] [--no-head-arm] [--name input_pipeline]
 
 Writes benchmarks/results/NAME.json (input_pipeline.json by default; with the commit, the
 seeds, the load at start and end, every part and arm starting on a settled load). The
@@ -277,6 +278,8 @@ def main() -> None:
     p.add_argument("--parts", default="single,actor,compare,concurrency,index,epochs")
     p.add_argument("--name", default="input_pipeline",
                    help="results file stem; a run of some parts keeps the others' figures from the same file")
+    p.add_argument("--no-head-arm", action="store_true",
+                   help="epochs: add echoray with preprocess.head_start_rows=0 as a third arm")
     p.add_argument("--dataloader", metavar="ROOT", help=argparse.SUPPRESS)
     p.add_argument("--dataloader-epochs", metavar="ROOT", help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -315,8 +318,10 @@ def main() -> None:
     if "decode_limit" in parts or "epochs" in parts:
         result["decode_limit"] = part(input_epochs.decode_limit, root)
     if "epochs" in parts:
-        result["epochs"] = part(input_epochs.compare_epochs, root, echoray_cfg(root),
-                                a.repeats, a.seconds)
+        cfgs = {"echoray": echoray_cfg(root)}
+        if a.no_head_arm:  # the pool alone, beside the default head start (data/head_start.py)
+            cfgs["echoray_no_head"] = echoray_cfg(root, "preprocess.head_start_rows=0")
+        result["epochs"] = part(input_epochs.compare_epochs, root, cfgs, a.repeats, a.seconds)
     previous = RESULTS / f"{a.name}.json"  # a run of some parts keeps the others' figures
     old = json.loads(previous.read_text()) if previous.exists() else {}
     old = {k: v for k, v in old.items() if k not in ("load_avg_start", "load_avg_end", "load_avg", "provenance")}

@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import importlib.util
 import random
 import socket
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def load_benchmark(name: str):
+    """benchmarks/NAME.py as module NAME, with benchmarks/ on sys.path for its own imports
+    (common, jpeg_set, ...); benchmarks/ is scripts, not a package."""
+    bench = REPO / "benchmarks"
+    if str(bench) not in sys.path:
+        sys.path.insert(0, str(bench))
+    spec = importlib.util.spec_from_file_location(name, bench / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
 
 # Below the kernel's ephemeral range (ip_local_port_range, 32768-60999 here) and above Ray's
 # worker ports (10002-19999 by default): a port handed out here is not taken meanwhile by

@@ -5,30 +5,15 @@ scales. The runs themselves are exercised by `benchmarks/lm.py --smoke`."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import pytest
 
-from helpers import REPO
+from helpers import load_benchmark
 
-BENCH = REPO / "benchmarks"
-
-
-def load(name: str):
-    sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-lm_common = load("lm_common")
-f5 = load("lm_echo_figure5")
-auto = load("lm_auto_echo")
-ba = load("lm_ba")
-driver = load("lm")
+lm_common = load_benchmark("lm_common")
+f5 = load_benchmark("lm_echo_figure5")
+auto = load_benchmark("lm_auto_echo")
+ba = load_benchmark("lm_ba")
+driver = load_benchmark("lm")
 
 
 def rows(*pairs):
