@@ -19,11 +19,11 @@
    read_concurrency 1 and 16, the Arrow conversion (and whether it copies).
 5. epochs (input_epochs.py): from nothing, first batch, first epoch with start-up and
    the steady rate over the epochs after it, images per CPU-second, echoray vs the
-   DataLoader interleaved (with --no-head-arm, echoray without its head start as a third
-   arm); decode_limit: simplejpeg's full decode alone on the same files (images per
+   DataLoader interleaved (--no-head-arm adds echoray without its head start as an arm,
+   --head-arms 64,256 one arm per head_start_rows value); decode_limit: simplejpeg's full decode alone on the same files (images per
    CPU-second), the ceiling for both.
 
-    .venv/bin/python benchmarks/input_pipeline.py [--files 2000] [--repeats 2] [--parts single,actor,compare,concurrency,index,epochs] [--no-head-arm] [--name input_pipeline]
+    .venv/bin/python benchmarks/input_pipeline.py [--files 2000] [--repeats 2] [--parts single,actor,compare,concurrency,index,epochs] [--no-head-arm] [--head-arms ROWS,...] [--name input_pipeline]
 
 Writes benchmarks/results/NAME.json (input_pipeline.json by default; with the commit, the
 seeds, the load at start and end, every part and arm starting on a settled load). The
@@ -270,6 +270,16 @@ def index_part(root: Path, seconds: float) -> dict:
     return out
 
 
+def head_arms(a: argparse.Namespace) -> list[int]:
+    """The head_start_rows values of the extra echoray arms: --head-arms, and 0 for --no-head-arm."""
+    rows = [int(r) for r in a.head_arms.split(",") if r.strip()]
+    return sorted(set(rows) | ({0} if a.no_head_arm else set()))
+
+
+def head_arm_name(rows: int) -> str:
+    return "echoray_no_head" if rows == 0 else f"echoray_head_{rows}"
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--files", type=int, default=2000)
@@ -279,7 +289,9 @@ def main() -> None:
     p.add_argument("--name", default="input_pipeline",
                    help="results file stem; a run of some parts keeps the others' figures from the same file")
     p.add_argument("--no-head-arm", action="store_true",
-                   help="epochs: add echoray with preprocess.head_start_rows=0 as a third arm")
+                   help="epochs: add echoray with preprocess.head_start_rows=0 (the pool alone) as an arm")
+    p.add_argument("--head-arms", default="", metavar="ROWS,...",
+                   help="epochs: add an echoray arm for each preprocess.head_start_rows value listed")
     p.add_argument("--dataloader", metavar="ROOT", help=argparse.SUPPRESS)
     p.add_argument("--dataloader-epochs", metavar="ROOT", help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -318,9 +330,9 @@ def main() -> None:
     if "decode_limit" in parts or "epochs" in parts:
         result["decode_limit"] = part(input_epochs.decode_limit, root)
     if "epochs" in parts:
-        cfgs = {"echoray": echoray_cfg(root)}
-        if a.no_head_arm:  # the pool alone, beside the default head start (data/head_start.py)
-            cfgs["echoray_no_head"] = echoray_cfg(root, "preprocess.head_start_rows=0")
+        cfgs = {"echoray": echoray_cfg(root)}  # the default head start (data/head_start.py)
+        for rows in head_arms(a):
+            cfgs[head_arm_name(rows)] = echoray_cfg(root, f"preprocess.head_start_rows={rows}")
         result["epochs"] = part(input_epochs.compare_epochs, root, cfgs, a.repeats, a.seconds)
     previous = RESULTS / f"{a.name}.json"  # a run of some parts keeps the others' figures
     old = json.loads(previous.read_text()) if previous.exists() else {}
