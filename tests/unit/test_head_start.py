@@ -60,6 +60,13 @@ def test_head_start_rows_round_up_to_whole_calls_and_stop_at_the_plan():
     assert head_start_chunks(digits("train.max_epochs=2", "preprocess.head_start_rows=64"), idx, first_epoch=2) == 0
 
 
+@pytest.mark.parametrize(("batch", "calls"), [(64, 1), (65, 2), (200, 4)])
+def test_by_default_the_head_is_the_first_training_batch_in_whole_calls(batch, calls):
+    cfg = digits(f"train.batch_size={batch}")
+    assert cfg.preprocess.head_start_rows is None
+    assert head_start_chunks(cfg, index_source(cfg.source)) == 4 * calls  # calls of 4 chunks, 64 rows
+
+
 @pytest.mark.parametrize("extra", [["echo.shuffle_buffer=512"], ["preprocess.head_start_rows=0"],
                                    ["source.max_rows_ahead=256"]],
                          ids=["shuffle buffer", "switched off", "paced reads"])
