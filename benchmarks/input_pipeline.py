@@ -20,8 +20,8 @@
 5. epochs (input_epochs.py): from nothing, first batch, first epoch with start-up and
    the steady rate over the epochs after it, images per CPU-second, echoray vs the
    DataLoader interleaved (--no-head-arm adds echoray without its head start as an arm,
-   --head-arms 64,256 one arm per head_start_rows value); decode_limit: simplejpeg's full decode alone on the same files (images per
-   CPU-second), the ceiling for both.
+   --head-arms 64,256 one arm per head_start_rows value); decode_limit: simplejpeg's
+   full decode alone on the same files (images per CPU-second), the ceiling for both.
 
     .venv/bin/python benchmarks/input_pipeline.py [--files 2000] [--repeats 2] [--parts single,actor,compare,concurrency,index,epochs] [--no-head-arm] [--head-arms ROWS,...] [--name input_pipeline]
 

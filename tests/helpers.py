@@ -12,8 +12,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def load_benchmark(name: str):
-    """benchmarks/NAME.py as module NAME, with benchmarks/ on sys.path for its own imports
-    (common, jpeg_set, ...); benchmarks/ is scripts, not a package."""
+    """benchmarks/NAME.py as module NAME (registered in sys.modules: dataclasses look their
+    module up), with benchmarks/ on sys.path for its own imports (common, jpeg_set, ...);
+    benchmarks/ is scripts, not a package."""
     bench = REPO / "benchmarks"
     if str(bench) not in sys.path:
         sys.path.insert(0, str(bench))

@@ -2,20 +2,17 @@
 platform end to end on generated CIFAR-format data (2 x 100 train, 100 test images) and
 reports every figure (the GPU ones as None on CPU), each consistent with the run's counts."""
 
-import importlib.util
 import json
 
 import pytest
 
-from helpers import REPO
+from helpers import load_benchmark
 
 TRAIN, TEST, BATCH = 200, 100, 128  # make_data(tiny=True); cifar10_resnet32.yaml's train.batch_size
 
 
 def test_gpu_step_tiny_runs_on_cpu_and_reports_each_case(local_ray, tmp_path):
-    spec = importlib.util.spec_from_file_location("gpu_step", REPO / "benchmarks" / "gpu_step.py")
-    gpu_step = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gpu_step)
+    gpu_step = load_benchmark("gpu_step")
     out = gpu_step.main(["--tiny", "--out", str(tmp_path / "gpu_step.json")])
     record = json.loads(out.read_text())
     cases = record["cases"]

@@ -4,28 +4,16 @@ check reads (benchmarks/common.py's `save`)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 
 import pytest
 
-from helpers import REPO
+from helpers import REPO, load_benchmark
 
 BENCH = REPO / "benchmarks"
 
-
-def load(name: str):
-    sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses look their module up
-    spec.loader.exec_module(mod)
-    return mod
-
-
-cf = load("check_figures")
+cf = load_benchmark("check_figures")
 
 
 def test_every_figure_in_the_docs_names_an_existing_results_file_recorded_at_low_load():
@@ -85,7 +73,7 @@ def test_a_clean_tree_passes(tmp_path, capsys):
 def test_save_writes_the_recorded_form(tmp_path, monkeypatch):
     import argparse
 
-    common = load("common")
+    common = load_benchmark("common")
     monkeypatch.setattr(common.os, "getloadavg", lambda: (0.25, 0.5, 0.75))
     args = argparse.Namespace(seeds=3, repeats=2, other="x")
     path = common.save("x", {"figure": 1.0}, args, start_load=(0.1, 0.2, 0.3), path=tmp_path / "x.json")
