@@ -72,9 +72,9 @@ def tinted_folder(n_files: int, seed: int = 0) -> Path:
     return jpeg_folder(n_files, CLASSES, seed, tints=TINTS)
 
 
-def pipeline_file(tmp: Path, args, data: str, shared: bool) -> Path:
+def pipeline_file(tmp: Path, args, data: str, shared: bool, seed: int = 0) -> Path:
     tree = {
-        "name": f"shared-stream-{'shared' if shared else 'separate'}", "seed": 0,
+        "name": f"shared-stream-{'shared' if shared else 'separate'}", "seed": seed,
         "source": {"kind": "image_folder", "path": data, "image_size": 64, "chunk_size": 16,
                    "holdout_fraction": 0.1},
         "preprocess": {"augment": {"on": "cpu", "ops": [{"op": "random_resized_crop", "size": 64,
@@ -102,6 +102,15 @@ def pipeline_file(tmp: Path, args, data: str, shared: bool) -> Path:
 # runs' collectors are counted too, for the split of the search's CPU (cpu_split).
 MARKS = {"preprocess": ("Preprocess", "MapWorker"), "hub": ("StreamHub",), "trial": ("ImplicitFunc",),
          "collector": ("RunCollector",)}
+
+
+def eval_images(data: Path) -> int:
+    """The held-out images of the benchmark's source (pipeline_file's split)."""
+    from echoray.config import SourceConfig
+    from echoray.data.sources import index_source
+
+    return len(index_source(SourceConfig(kind="image_folder", path=str(data), image_size=64,
+                                         holdout_fraction=0.1)).eval_ids)
 
 
 def machine_busy_s() -> float:
@@ -176,10 +185,25 @@ class Sampler:
         return out
 
 
-def one_search(where: str, data: str, shared: bool, args, tmp: Path, mean_file_bytes: float, i: int) -> dict:
+def pair_seed(args, i: int) -> int:
+    """The pipeline's seed (the search's points and the data order) of pair i."""
+    return i if args.seed_per_pair else 0
+
+
+def held_out_rows(report: dict | None, trials: list[dict], n_eval: int) -> int:
+    """Held-out images read and decoded by the search: once per shared group and crop size
+    (the hub's record), else once per trial (each run keeps its decoded set)."""
+    if report is None:
+        return n_eval * len(trials)
+    return sum(h["rows"] * h["decodes"] for g in report["groups"] for h in g.get("held_out", []))
+
+
+def one_search(where: str, data: str, shared: bool, args, tmp: Path, mean_file_bytes: float, i: int,
+               n_eval: int) -> dict:
     import echoray.api as api
 
-    path = pipeline_file(tmp, args, data, shared)
+    seed = pair_seed(args, i)
+    path = pipeline_file(tmp, args, data, shared, seed)
     out = tmp / f"{where}-{'shared' if shared else 'separate'}-{i}"
     with Sampler() as sampler:
         t0, busy0 = time.perf_counter(), machine_busy_s()
@@ -192,13 +216,14 @@ def one_search(where: str, data: str, shared: bool, args, tmp: Path, mean_file_b
     rows_read = (sum(g["produced_rows"] + g["read_unused_rows"] for g in report["groups"]) if report
                  else sum(t["source_reads"] or 0 for t in trials))
     rec = {
-        "where": where, "shared": shared, "wall_s": round(wall, 2), "concurrency": summary["concurrency"],
+        "where": where, "shared": shared, "seed": seed, "wall_s": round(wall, 2), "concurrency": summary["concurrency"],
         "preprocess_cpu_s": round(procs["preprocess"]["cpu_s"], 2),
         "preprocess_processes": procs["preprocess"]["processes"], "hub_cpu_s": round(procs["hub"]["cpu_s"], 2),
         # where the search's CPU went: what sharing can remove (preprocessing) and what it cannot
         "cpu_split": cpu_split(procs, busy, wall),
         "process_titles": sorted(sampler.titles),
         "rows_read": rows_read, "bytes_read": int(rows_read * mean_file_bytes),
+        "held_out_rows_read": held_out_rows(report, trials, n_eval),
         "read_chars_local": procs["preprocess"]["read_chars"] if where == "local" else None,
         "trials": [{"trial_key": t["trial_key"], "params": t["params"], "status": t["status"],
                     "fresh_examples": t["fresh_examples"], "fresh_examples_to_target": t["fresh_examples_to_target"],
@@ -241,7 +266,7 @@ def compare(runs: list[dict], where: str) -> dict:
         return statistics.median(vals) if vals else None
 
     out = {}
-    for key in ("wall_s", "preprocess_cpu_s", "rows_read", "bytes_read", "read_chars_local"):
+    for key in ("wall_s", "preprocess_cpu_s", "rows_read", "bytes_read", "read_chars_local", "held_out_rows_read"):
         s, p = med(True, key), med(False, key)
         out[key] = {"shared": s, "separate": p, "shared_over_separate": s / p if s is not None and p else None}
     for shared in (True, False):
@@ -260,7 +285,8 @@ def compare(runs: list[dict], where: str) -> dict:
 
 def trial_results(runs: list[dict], where: str) -> dict:
     """Each search point's best held-out metric, shared against separate over the pairs (the
-    same search seed: the same points): per point the separate runs' [min, max] and the
+    same search seed: the same points; a point is keyed by its pair's seed and its trial
+    key): per point the separate runs' [min, max] and the
     shared runs' values, and how many shared values fall inside the separate spread widened
     by the largest spread any point has between two separate runs (one pair gives no spread
     of its own)."""
@@ -270,7 +296,8 @@ def trial_results(runs: list[dict], where: str) -> dict:
             continue
         for t in r["trials"]:
             if t.get("best_metric") is not None:
-                by.setdefault(t["trial_key"], {True: [], False: []})[r["shared"]].append(t["best_metric"])
+                key = f"{r.get('seed', 0)}/{t['trial_key']}"
+                by.setdefault(key, {True: [], False: []})[r["shared"]].append(t["best_metric"])
     noise = max((max(v[False]) - min(v[False]) for v in by.values() if len(v[False]) > 1), default=0.0)
     points, inside, n = {}, 0, 0
     for key, v in sorted(by.items()):
@@ -298,6 +325,8 @@ def main() -> None:
     ap.add_argument("--width", type=int, default=8,
                     help="small_cnn's width: the trials' training CPU (2: a third of 8's per example)")
     ap.add_argument("--pairs", type=int, default=1, help="shared/separate pairs per store, alternating")
+    ap.add_argument("--seed-per-pair", action="store_true",
+                    help="pair i's pipeline seed is i (its own search points and data order) instead of 0 for all")
     ap.add_argument("--where", default="local,s3")
     ap.add_argument("--smoke", action="store_true", help="200 files, 4 trials at 2, 2 epochs, local only")
     ap.add_argument("--name", default="shared_stream", help="results/NAME.json")
@@ -308,6 +337,7 @@ def main() -> None:
     wheres = args.where.split(",")
     data = tinted_folder(args.files)
     mean_file_bytes = float(np.mean([p.stat().st_size for p in data.rglob("*.JPEG")]))
+    n_eval = eval_images(data)
     tmp = Path(tempfile.mkdtemp(prefix="sharedbench"))
     server = S3Server(tmp / "moto.log") if "s3" in wheres else None
     import ray
@@ -324,7 +354,8 @@ def main() -> None:
         for i in range(args.pairs):
             for where in wheres:
                 order = (True, False) if i % 2 == 0 else (False, True)
-                runs.extend(one_search(where, sources[where], shared, args, tmp, mean_file_bytes, i) for shared in order)
+                runs.extend(one_search(where, sources[where], shared, args, tmp, mean_file_bytes, i, n_eval)
+                            for shared in order)
     finally:
         ray.shutdown()
         if server is not None:
@@ -333,7 +364,8 @@ def main() -> None:
            "mean_file_bytes": mean_file_bytes, "smoke": args.smoke}
     print(json.dumps(out["figures"], indent=2))
     # the end's load once this run's own Ray has shut down (its actors are not other work)
-    print(save(args.name, out, args, start_load=start_load, end_load=settled_load(), seeds=[0],
+    print(save(args.name, out, args, start_load=start_load, end_load=settled_load(),
+               seeds=sorted({pair_seed(args, i) for i in range(args.pairs)}),
                repeats=args.pairs))
 
 

@@ -74,7 +74,10 @@ def test_trials_share_one_stream_exactly(local_ray, tmp_path, sqlite_uri):
     assert group["trials"] == ["r0-t0", "r0-t1", "r0-t2"]
 
     cfg = load_config(pipeline, [f"tracking.uri={sqlite_uri}"])
-    train_ids = index_source(cfg.source).train_ids
+    idx = index_source(cfg.source)
+    train_ids = idx.train_ids
+    (held,) = group["held_out"]  # the held-out set: decoded once, by the hub, for all three trials
+    assert (held["rows"], held["decodes"], held["asks"], held["error"]) == (len(idx.eval_ids), 1, 3, None)
     n = len(train_ids)
     quota = EPOCHS * n
     seed = summary["trials"][0]["seed"]

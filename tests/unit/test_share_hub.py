@@ -146,3 +146,98 @@ def test_a_trial_outside_the_group_is_refused():
     hub = ListHub(spec(["a"]), blocks(1))
     with pytest.raises(ValueError, match="trial zz is not in shared stream group g0"):
         hub.attach("zz")
+
+
+class FolderHub(ListHub):
+    """A hub whose group reads a real JPEG folder: its held-out decode is the actor's own
+    code; its ObjectRefs are the records themselves."""
+
+    def __init__(self, spec: HubSpec, idx):
+        super().__init__(spec, [])
+        self.idx, self.decoded = idx, 0
+
+    def _source(self):
+        return None, self.idx
+
+    def _decode_held_out(self, out_size):
+        self.decoded += 1
+        time.sleep(0.05)  # the others ask while the first decodes
+        return super()._decode_held_out(out_size)
+
+    def _put(self, value):
+        return value
+
+
+def folder_index(root, holdout_fraction=0.25):
+    from echoray.config import SourceConfig
+    from echoray.data.sources import index_source
+
+    return index_source(SourceConfig(kind="image_folder", path=str(root), image_size=32,
+                                     holdout_fraction=holdout_fraction))
+
+
+def ask_together(hub: StreamHub, n: int, out_size) -> list:
+    """n trials ask for the held-out set at once: what each got, or the exception it raised."""
+    got = [None] * n
+
+    def ask(i):
+        try:
+            got[i] = hub.held_out(out_size)
+        except Exception as exc:  # noqa: BLE001 - the test compares what each caller saw
+            got[i] = exc
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return got
+
+
+def test_the_held_out_set_is_decoded_once_for_every_trial_that_asks(tmp_path):
+    from echoray.data.fixtures import write_jpeg_folder
+    from echoray.train.evaluate import EvalSet
+
+    idx = folder_index(write_jpeg_folder(tmp_path / "jpg", n=40))
+    hub = FolderHub(spec(["a", "b", "c", "d"]), idx)
+    got = ask_together(hub, 4, 24)
+    assert hub.decoded == 1 and all(g[0] is got[0][0] for g in got)  # one record, handed to all four
+    (held,) = got[0]
+    private = EvalSet(idx, 0, 1, 24).held_out()  # what a trial decoding its own would keep
+    assert held.rows == len(idx.eval_ids) == 10 and held.bad == private.bad == {}
+    for mine, theirs in zip(held.chunks, private.chunks, strict=True):
+        for a, b in zip(mine, theirs, strict=True):
+            np.testing.assert_array_equal(a, b)
+    assert held.chunks[0][0].shape == (10, 24, 24, 3)
+    hub.held_out(32)  # another crop size: its own decode
+    assert hub.decoded == 2
+    assert hub.report()["held_out"] == [
+        {"out_size": 24, "rows": 10, "decodes": 1, "asks": 4, "decode_s": hub.held[24][0].decode_s, "error": None},
+        {"out_size": 32, "rows": 10, "decodes": 1, "asks": 1, "decode_s": hub.held[32][0].decode_s, "error": None}]
+
+
+def test_a_held_out_set_over_the_cache_bound_is_left_to_each_trial(tmp_path, monkeypatch):
+    from echoray.data.fixtures import write_jpeg_folder
+    from echoray.train import evaluate
+
+    idx = folder_index(write_jpeg_folder(tmp_path / "jpg", n=40))
+    monkeypatch.setattr(evaluate, "CACHE_LIMIT_BYTES", 10 * 24 * 24 * 3 - 1)  # one byte short
+    hub = FolderHub(spec(["a", "b"]), idx)
+    assert ask_together(hub, 2, 24) == [None, None]
+    assert hub.report()["held_out"][0]["rows"] == 0
+
+
+def test_a_failed_held_out_decode_is_every_trials_error_and_is_not_retried(tmp_path):
+    from echoray.data.fixtures import write_jpeg_folder
+    from echoray.data.sources import SourceError
+
+    root = write_jpeg_folder(tmp_path / "jpg", n=40)
+    idx = folder_index(root)
+    for f in root.rglob("*.jpg"):
+        f.write_bytes(b"not a jpeg")
+    hub = FolderHub(spec(["a", "b", "c"]), idx)
+    got = ask_together(hub, 3, 24)
+    assert hub.decoded == 1
+    assert all(isinstance(g, SourceError) and "10 undecodable held-out image(s)" in str(g) for g in got)
+    (rec,) = hub.report()["held_out"]
+    assert rec["asks"] == 3 and rec["rows"] == 0 and rec["error"].startswith("SourceError: 10 undecodable")

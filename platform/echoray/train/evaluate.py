@@ -6,9 +6,15 @@ worker's share fits CACHE_LIMIT_BYTES (1 GiB: ImageNet's 50,000 validation image
 at 224x224 on 8 workers are 940 MB each), so evaluating restarts no Ray Data
 pipeline and decodes nothing after the first epoch. Larger shares are re-read in
 chunks each time instead (JPEGs decoded at the DCT scale the 256 side needs).
+
+The decoded share is a `HeldOut` record, so it can also be made once for many runs:
+the trials of a search that read one shared stream get theirs from the stream's hub
+(tune/share_hub.py `held_out`), decoded once for the group.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -45,7 +51,8 @@ class Normalizer:
         return x.div_(255.0).sub_(self.mean).div_(self.std)
 
 
-def center_crop(images: torch.Tensor, size: int) -> torch.Tensor:
+def center_crop(images: np.ndarray, size: int) -> np.ndarray:
+    """The centre size x size of N x H x W x C images (a view; numpy or torch alike)."""
     h, w = images.shape[1:3]
     if (h, w) == (size, size):
         return images
@@ -53,13 +60,31 @@ def center_crop(images: torch.Tensor, size: int) -> torch.Tensor:
     return images[:, top : top + size, left : left + size]
 
 
+@dataclass(frozen=True)
+class HeldOut:
+    """One share of the held-out split, decoded: chunks of (uint8 centre crops N x H x W
+    x C, labels, sample ids) in eval-id order, and the files skipped as undecodable
+    (sample id -> "name (reason)")."""
+
+    chunks: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]
+    bad: dict[int, str]
+
+    @property
+    def rows(self) -> int:
+        return sum(len(labels) for _, labels, _ in self.chunks)
+
+
 class EvalSet:
     """`tta`: (seed, K, ops) to also score predictions averaged over K augmented views
-    (cutout is left out at test time: it only removes information)."""
+    (cutout is left out at test time: it only removes information). `decoded`: this
+    share already decoded (a shared stream's hub made it); the set then reads nothing and
+    keeps its own copy of the arrays (evaluation and test-time views never write into
+    them, but the object store's arrays are read-only)."""
 
-    def __init__(self, idx: SourceIndex, rank: int, world: int, out_size: int, tta=None):
+    def __init__(self, idx: SourceIndex, rank: int, world: int, out_size: int, tta=None,
+                 decoded: HeldOut | None = None):
         self.ids = idx.eval_ids[rank::world]
-        self.reader = open_reader(idx)
+        self.reader = open_reader(idx) if decoded is None else None
         self.max_bad = int(idx.max_bad_fraction * len(self.ids))
         self.bad: dict[int, str] = {}  # undecodable held-out files: skipped, up to source.max_bad_fraction
         self.out_size = out_size
@@ -69,8 +94,15 @@ class EvalSet:
             self.tta = (seed, views, [op for op in ops if op.op != "cutout"])
         per_image = (out_size or idx.image_size or 0) ** 2 * idx.channels  # what the cache holds
         self.cached = None
-        if per_image and per_image * len(self.ids) <= CACHE_LIMIT_BYTES:
+        if decoded is not None:
+            self.cached = [tuple(np.array(a) for a in chunk) for chunk in decoded.chunks]
+            self.bad = dict(decoded.bad)
+        elif per_image and per_image * len(self.ids) <= CACHE_LIMIT_BYTES:
             self.cached = list(self._chunks())
+
+    def held_out(self) -> HeldOut | None:
+        """The decoded share as a record (None: over CACHE_LIMIT_BYTES, re-read each time)."""
+        return None if self.cached is None else HeldOut(tuple(self.cached), dict(self.bad))
 
     def _chunks(self):
         for start in range(0, len(self.ids), READ_CHUNK):
@@ -80,7 +112,8 @@ class EvalSet:
             if len(self.bad) > self.max_bad:
                 raise SourceError(f"{len(self.bad)} undecodable held-out image(s), more than source.max_bad_fraction "
                                   f"allows ({self.max_bad}): " + "; ".join(list(self.bad.values())[:5]))
-            yield center_crop(torch.from_numpy(got.images), self.out_size), torch.from_numpy(got.labels), ids[got.kept]
+            # contiguous: a cached crop holds out_size^2 pixels, not the decoded image's
+            yield np.ascontiguousarray(center_crop(got.images, self.out_size)), got.labels, ids[got.kept]
 
     @torch.no_grad()
     def evaluate(self, model: torch.nn.Module, normalize: Normalizer, batch_size: int) -> tuple[int, int, int]:
@@ -88,7 +121,8 @@ class EvalSet:
         was_training = model.training
         model.eval()
         correct = total = tta_correct = 0
-        for images, labels, ids in self.cached if self.cached is not None else self._chunks():
+        for chunk in self.cached if self.cached is not None else self._chunks():
+            images, labels, ids = torch.from_numpy(chunk[0]), torch.from_numpy(chunk[1]), chunk[2]
             for s in range(0, len(labels), batch_size):
                 x = images[s : s + batch_size]
                 logits = model(normalize(x))

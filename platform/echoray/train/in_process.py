@@ -104,6 +104,7 @@ def _train(cfg: PipelineConfig, idx: SourceIndex, collector, store, ckpt, shared
     from echoray.echo_plan import EchoPlan
     from echoray.train.assembly import WorkerSite, build_loop, restore_and_keep
     from echoray.train.checkpoint import read_replay
+    from echoray.train.lm_eval import make_evaluator
     from echoray.train.worker_link import Collectives, link_to
 
     # The threads a Ray Train worker of this plan gets (OMP_NUM_THREADS from its CPUs): the
@@ -121,7 +122,9 @@ def _train(cfg: PipelineConfig, idx: SourceIndex, collector, store, ckpt, shared
         from echoray.runtime import stop
 
         site = WorkerSite(0, 1, "cpu", link, Collectives.single(), lambda model: model, should_stop=stop.requested)
-        loop = build_loop(cfg, idx, site, plan=EchoPlan.from_config(cfg, shared_stream=shared is not None))
+        # A shared stream's trials score one held-out set, decoded once by its hub.
+        evaluator = make_evaluator(cfg, idx, 0, 1, decoded_by=shared.held_out) if shared is not None else None
+        loop = build_loop(cfg, idx, site, evaluator, plan=EchoPlan.from_config(cfg, shared_stream=shared is not None))
         if link.ask("is_aborted"):  # the collector's process has started meanwhile
             return
         loop.setup()

@@ -18,7 +18,8 @@ its own.
 
 The trial echoes what it takes (consumption echo, train/consumption_echo.py) at its own
 factor; without example echo it shuffles and batches here (`shuffled_batches`), as Ray
-Data's local shuffle does for a private stream.
+Data's local shuffle does for a private stream. Its held-out set comes decoded from the
+hub too (`held_out`).
 """
 
 from __future__ import annotations
@@ -95,6 +96,12 @@ class SharedStream:
         attaches only when its loop asks for its first batch, so a trial setting up its
         model does not hold the window back meanwhile."""
         self.hub.start.remote()
+
+    def held_out(self, out_size: int | None):
+        """The group's held-out split decoded once by the hub (train/evaluate.py HeldOut),
+        or None where it is too large to keep (the trial then reads its own)."""
+        got = self._ask(self.hub.held_out, out_size)
+        return None if got is None else self._get(got[0])
 
     def batches(self, cfg: PipelineConfig, group: int, n_train: int) -> Iterator[Batch]:
         """What the run's worker loop reads, as batch_stream gives it for a private stream:

@@ -13,6 +13,10 @@ it, once every trial of the group has detached or said it will not attach (a fin
 attempt of a resumed search). Trials attach, take blocks in order and detach
 (tune/share_consumer.py).
 
+The hub also decodes the group's held-out split once (`held_out`: the first trial to ask
+waits for the decode, the others for the first) and hands every trial the same object
+in the store, so a search's evaluation sets are read and decoded once per group too.
+
 Stalls fail loudly: a trial that takes nothing for train.stall_timeout_s while it holds
 the full window back is detached (its next take says why) so the others go on; a trial
 that waits that long for a block names the hub's state (tune/share_consumer.py).
@@ -65,6 +69,18 @@ class ConsumerRecord:
     detached_at: float | None = None
 
 
+@dataclass
+class HeldOutRecord:
+    """The group's held-out split at one crop size, as the hub's report gives it."""
+
+    out_size: int | None
+    rows: int = 0  # held-out images decoded (0: none kept, the split is over the cache bound)
+    decodes: int = 0  # times it was read and decoded (1: once for the group)
+    asks: int = 0  # trials that asked for it
+    decode_s: float = 0.0
+    error: str | None = None
+
+
 def plan_blocks(cfg: PipelineConfig, idx: SourceIndex, epochs: int) -> Iterator[dict[str, np.ndarray]]:
     """The group's read plan, plan epochs 0..epochs-1, in blocks of one actor call
     (preprocess.batch_size samples), made an epoch at a time: a stream of hundreds of
@@ -106,6 +122,10 @@ class StreamHub:
         self.unused_rows = 0  # rows the actors had read ahead when the producer stopped (never produced)
         self.calls_cut = 0  # actor calls still running then (stopped part-way)
         self.started_at: float | None = None
+        self.source_lock = threading.Lock()
+        self.source: tuple[PipelineConfig, SourceIndex] | None = None
+        self.held_lock = threading.Lock()
+        self.held: dict[int | None, tuple[HeldOutRecord, Any, Exception | None]] = {}
 
     # --- the consumers' calls ---
     def start(self) -> None:
@@ -171,6 +191,21 @@ class StreamHub:
         with self.cond:
             self._finished(trial)
 
+    def held_out(self, out_size: int | None) -> list | None:
+        """The group's held-out split, centre-cropped to `out_size`, decoded once here
+        (train/evaluate.py HeldOut): [its ObjectRef], or None where the split is over
+        the cache bound (each trial then reads its own, in chunks, at every evaluation).
+        The first caller decodes it while the others wait; the decode's error (too many
+        undecodable files) is raised to every caller."""
+        with self.held_lock:
+            if out_size not in self.held:
+                self.held[out_size] = self._decode_held_out(out_size)
+            rec, item, error = self.held[out_size]
+            rec.asks += 1
+        if error is not None:
+            raise error
+        return None if item is None else [item]
+
     def state(self) -> dict[str, Any]:
         with self.cond:
             return {"group": self.spec.group, "window": self.window.state(), "error": self.error,
@@ -187,7 +222,7 @@ class StreamHub:
                     "producer_wait_s": round(self.producer_wait_s, 3), "started_at": self.started_at,
                     "reads_per_epoch": {str(e): s for e, s in sorted((self.reads.summary() if self.reads else {}).items())},
                     "consumers": [asdict(c) for c in self.consumers.values()], "evicted": dict(self.evicted),
-                    "error": self.error}
+                    "held_out": [asdict(rec) for rec, _, _ in self.held.values()], "error": self.error}
 
     def close(self, timeout_s: float = 10.0) -> None:
         """Stop the producer (the search is over) and wait for its stream to shut down."""
@@ -233,14 +268,41 @@ class StreamHub:
                                   f"while it held the full window ({self.window.bound} rows) back: detached")
             self.window.detach(slow)
 
-    def _open(self):
-        """The group's producer pool, made in the producer thread (tune/share_producer.py)."""
+    def _source(self) -> tuple[PipelineConfig, SourceIndex]:
+        """The group's config, placed as each trial's run places it, and its source's index
+        (made once, by the producer or the first held-out call)."""
         from echoray.runtime.placement import fit_placement
 
-        cfg, _ = fit_placement(PipelineConfig.model_validate(self.spec.config))  # as each trial's run does
-        idx = index_source(cfg.source)
+        with self.source_lock:
+            if self.source is None:
+                cfg, _ = fit_placement(PipelineConfig.model_validate(self.spec.config))
+                self.source = cfg, index_source(cfg.source)
+            return self.source
+
+    def _open(self):
+        """The group's producer pool, made in the producer thread (tune/share_producer.py)."""
+        cfg, idx = self._source()
         self.reads = ReadCounter(int(idx.train_ids.max(initial=0)) + 1)
         return producer_pool(cfg, idx, self.spec.epochs)
+
+    def _decode_held_out(self, out_size: int | None) -> tuple[HeldOutRecord, Any, Exception | None]:
+        """(its record, the ObjectRef of the decoded split or None, the decode's error)."""
+        from echoray.train.evaluate import EvalSet
+
+        rec, t0 = HeldOutRecord(out_size, decodes=1), time.perf_counter()
+        try:
+            decoded = EvalSet(self._source()[1], 0, 1, out_size).held_out()
+        except Exception as exc:  # noqa: BLE001 - every trial that asks gets it, as its own decode would raise
+            rec.error = f"{type(exc).__name__}: {exc}"
+            return rec, None, exc
+        finally:
+            rec.decode_s = round(time.perf_counter() - t0, 3)
+        rec.rows = decoded.rows if decoded is not None else 0
+        return rec, None if decoded is None else self._put(decoded), None
+
+    def _put(self, value: Any) -> Any:
+        """Into the object store, owned by the hub (it lives as long as the search)."""
+        return ray.put(value)
 
     def _produce(self) -> None:
         pool = None
