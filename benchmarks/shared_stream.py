@@ -35,8 +35,14 @@ alternating, for the files on local disk and in a bucket of the local S3 server
 - object store: the high-water mark of the objects Ray reports (ray.util.state
   list_objects, every 2 s) and, shared, the window's peak held bytes and rows against
   its bound in rows.
+- held_out_rows_read: held-out images read and decoded (shared: once per group, by its
+  hub; separate: once per trial).
 
-    .venv/bin/python benchmarks/shared_stream.py [--files 2000] [--trials 8] [--concurrency 4] [--where local,s3] [--pairs 1] [--target 0.9] [--width 8] [--channels-last] [--name shared_stream]
+Every pair runs at the pipeline's seed 0 unless `--seed-per-pair` gives pair i seed i
+(its own search points and data order): a separate stream reproduces exactly, so pairs at
+one seed repeat one separate draw.
+
+    .venv/bin/python benchmarks/shared_stream.py [--files 2000] [--trials 8] [--concurrency 4] [--where local,s3] [--pairs 1] [--seed-per-pair] [--target 0.9] [--width 8] [--channels-last] [--name shared_stream]
     .venv/bin/python benchmarks/shared_stream.py --smoke   # 200 files, 4 trials at 2, local only
 
 Writes benchmarks/results/NAME.json (shared_stream.json by default; common.save; ECHORAY_BENCH_RESULTS elsewhere).

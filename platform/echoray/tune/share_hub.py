@@ -222,7 +222,9 @@ class StreamHub:
                     "producer_wait_s": round(self.producer_wait_s, 3), "started_at": self.started_at,
                     "reads_per_epoch": {str(e): s for e, s in sorted((self.reads.summary() if self.reads else {}).items())},
                     "consumers": [asdict(c) for c in self.consumers.values()], "evicted": dict(self.evicted),
-                    "held_out": [asdict(rec) for rec, _, _ in self.held.values()], "error": self.error}
+                    # list(): one C call, so a held-out call adding a size meanwhile cannot
+                    # change the dict under it (held_lock is held through a whole decode)
+                    "held_out": [asdict(rec) for rec, _, _ in list(self.held.values())], "error": self.error}
 
     def close(self, timeout_s: float = 10.0) -> None:
         """Stop the producer (the search is over) and wait for its stream to shut down."""
