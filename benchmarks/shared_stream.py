@@ -78,8 +78,9 @@ def tinted_folder(n_files: int, seed: int = 0) -> Path:
     return jpeg_folder(n_files, CLASSES, seed, tints=TINTS)
 
 
-def pipeline_file(tmp: Path, args, data: str, shared: bool, seed: int = 0) -> Path:
-    tree = {
+def pipeline_tree(args, data: str, shared: bool, seed: int = 0) -> dict:
+    """The benchmark's pipeline, as a YAML tree."""
+    return {
         "name": f"shared-stream-{'shared' if shared else 'separate'}", "seed": seed,
         "source": {"kind": "image_folder", "path": data, "image_size": 64, "chunk_size": 16,
                    "holdout_fraction": 0.1},
@@ -98,6 +99,10 @@ def pipeline_file(tmp: Path, args, data: str, shared: bool, seed: int = 0) -> Pa
                    "space": {"optimizer.lr": {"low": 0.01, "high": 0.3, "scale": "log"},
                              "echo.factor": {"choices": [1.0, 2.0]}}},
     }
+
+
+def pipeline_file(tmp: Path, args, data: str, shared: bool, seed: int = 0) -> Path:
+    tree = pipeline_tree(args, data, shared, seed)
     path = tmp / f"{tree['name']}.yaml"
     path.write_text(yaml.safe_dump(tree))
     return path
@@ -110,13 +115,12 @@ MARKS = {"preprocess": ("Preprocess", "MapWorker"), "hub": ("StreamHub",), "tria
          "collector": ("RunCollector",)}
 
 
-def eval_images(data: Path) -> int:
-    """The held-out images of the benchmark's source (pipeline_file's split)."""
+def eval_images(args, data: Path) -> int:
+    """The held-out images of the benchmark's source (pipeline_tree's split)."""
     from echoray.config import SourceConfig
     from echoray.data.sources import index_source
 
-    return len(index_source(SourceConfig(kind="image_folder", path=str(data), image_size=64,
-                                         holdout_fraction=0.1)).eval_ids)
+    return len(index_source(SourceConfig(**pipeline_tree(args, str(data), True)["source"])).eval_ids)
 
 
 def machine_busy_s() -> float:
@@ -201,7 +205,7 @@ def held_out_rows(report: dict | None, trials: list[dict], n_eval: int) -> int:
     (the hub's record), else once per trial (each run keeps its decoded set)."""
     if report is None:
         return n_eval * len(trials)
-    return sum(h["rows"] * h["decodes"] for g in report["groups"] for h in g.get("held_out", []))
+    return sum(h["rows"] for g in report["groups"] for h in g.get("held_out", []))
 
 
 def one_search(where: str, data: str, shared: bool, args, tmp: Path, mean_file_bytes: float, i: int,
@@ -343,7 +347,7 @@ def main() -> None:
     wheres = args.where.split(",")
     data = tinted_folder(args.files)
     mean_file_bytes = float(np.mean([p.stat().st_size for p in data.rglob("*.JPEG")]))
-    n_eval = eval_images(data)
+    n_eval = eval_images(args, data)
     tmp = Path(tempfile.mkdtemp(prefix="sharedbench"))
     server = S3Server(tmp / "moto.log") if "s3" in wheres else None
     import ray

@@ -212,8 +212,8 @@ def test_the_held_out_set_is_decoded_once_for_every_trial_that_asks(tmp_path):
     hub.held_out(32)  # another crop size: its own decode
     assert hub.decoded == 2
     assert hub.report()["held_out"] == [
-        {"out_size": 24, "rows": 10, "decodes": 1, "asks": 4, "decode_s": hub.held[24][0].decode_s, "error": None},
-        {"out_size": 32, "rows": 10, "decodes": 1, "asks": 1, "decode_s": hub.held[32][0].decode_s, "error": None}]
+        {"out_size": 24, "rows": 10, "asks": 4, "decode_s": hub.held[24][0].decode_s, "error": None},
+        {"out_size": 32, "rows": 10, "asks": 1, "decode_s": hub.held[32][0].decode_s, "error": None}]
 
 
 def test_a_held_out_set_over_the_cache_bound_is_left_to_each_trial(tmp_path, monkeypatch):

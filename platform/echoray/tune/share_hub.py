@@ -74,8 +74,7 @@ class HeldOutRecord:
     """The group's held-out split at one crop size, as the hub's report gives it."""
 
     out_size: int | None
-    rows: int = 0  # held-out images decoded (0: none kept, the split is over the cache bound)
-    decodes: int = 0  # times it was read and decoded (1: once for the group)
+    rows: int = 0  # held-out images decoded, once (0: none kept, the split is over the cache bound)
     asks: int = 0  # trials that asked for it
     decode_s: float = 0.0
     error: str | None = None
@@ -291,7 +290,7 @@ class StreamHub:
         """(its record, the ObjectRef of the decoded split or None, the decode's error)."""
         from echoray.train.evaluate import EvalSet
 
-        rec, t0 = HeldOutRecord(out_size, decodes=1), time.perf_counter()
+        rec, t0 = HeldOutRecord(out_size), time.perf_counter()
         try:
             decoded = EvalSet(self._source()[1], 0, 1, out_size).held_out()
         except Exception as exc:  # noqa: BLE001 - every trial that asks gets it, as its own decode would raise
