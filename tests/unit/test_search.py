@@ -157,3 +157,29 @@ def test_only_one_cpu_worker_without_restarts_trains_in_process():
     for other in ("scaling.num_workers=2", "scaling.max_failures=1",
                   "batch_augmentation.mode=grouped"):
         assert not trains_in_process(load_config(None, ["scaling.max_failures=0", other]), use_gpu=False), other
+
+
+def test_a_trial_interrupted_before_its_params_json_counts_as_unfinished(tmp_path):
+    """Ctrl-C between Tune making a trial's folder and the trial writing params.json: the
+    search reads it as unfinished (its --resume runs it), not as a missing-file crash."""
+    import json
+    from types import SimpleNamespace
+
+    import pyarrow.fs as pafs
+
+    from echoray.tune.search_run import _records
+
+    points = SearchPoints(search(), 0, trials=2, repeats=1)
+    started, done = tmp_path / "started", tmp_path / "done"
+    started.mkdir()
+    done.mkdir()
+    (done / "params.json").write_text(json.dumps(points.point(1)))
+    fs = pafs.LocalFileSystem()
+
+    def result(path, metrics):
+        return SimpleNamespace(config=None, metrics=metrics, error=None, path=str(path), filesystem=fs)
+
+    final = {"final": True, "target_reached": True, "fresh_examples_to_target": 64}
+    records, unfinished = _records([result(started, {}), result(done, final)], {"seed": 0}, points)
+    assert unfinished == 1
+    assert [(r["trial_key"], r["status"], r["fresh_examples_to_target"]) for r in records] == [("r0-t1", "reached", 64)]

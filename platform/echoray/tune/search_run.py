@@ -265,6 +265,9 @@ def _records(grid, base: dict, points: SearchPoints) -> tuple[list[dict[str, Any
     records, unfinished = [], len(points) - len(grid)
     for result in grid:
         point, m = result.config or _trial_params(result), result.metrics or {}
+        if point is None:  # interrupted before it started: it runs on --resume
+            unfinished += 1
+            continue
         rec = {"trial_key": trial_key(point["repeat"], point["index"]), "repeat": point["repeat"],
                "index": point["index"], "params": point["params"],
                "seed": trial_tree(base, point)["seed"],
@@ -284,8 +287,15 @@ def _records(grid, base: dict, points: SearchPoints) -> tuple[list[dict[str, Any
     return sorted(records, key=lambda r: (r["repeat"], r["index"])), unfinished
 
 
-def _trial_params(result) -> dict[str, Any]:
+def _trial_params(result) -> dict[str, Any] | None:
     """A restored trial that failed before its first report has no config in its Result;
-    Tune wrote it to params.json (in the experiment's storage) when the trial started."""
-    with result.filesystem.open_input_stream(f"{result.path}/params.json") as f:
-        return json.loads(f.read())
+    Tune wrote it to params.json (in the experiment's storage) when the trial started.
+    None where it has none: a search interrupted in the second between Tune making a
+    trial's folder and the trial writing params.json (seen in test_tune_search.py: the
+    Ctrl-C came 2 s after a trial's folder was made, and the search exited 1 on the
+    missing file instead of 130 with its resume command)."""
+    try:
+        with result.filesystem.open_input_stream(f"{result.path}/params.json") as f:
+            return json.loads(f.read())
+    except FileNotFoundError:
+        return None
