@@ -3,8 +3,8 @@
 1. overhead: echoray's WorkerLoop vs a bare PyTorch loop (same model init, batches,
    optimizer; zero_grad / forward / cross-entropy / backward / step and nothing else),
    steps per CPU-second of this one-thread process for small_cnn and resnet20 on digits
-   (wall-clock rates moved 2-3x between runs with the shared machine's load), runs
-   interleaved A/B/A/B. Goal: within 3% (Ray Train's published overhead against
+   (wall-clock rates moved 2-3x between runs with the shared machine's load), after a
+   warm-up pair not counted, runs interleaved A/B, B/A, A/B, ... Goal: within 3% (Ray Train's published overhead against
    plain DDP is within 2.5%).
 2. precision: fp32 vs bf16 vs channels_last (and both) through WorkerLoop on this CPU:
    steps/s and held-out accuracy after a short digits training. Reported, no goal.
@@ -91,10 +91,17 @@ def overhead(model: str, rounds: int, epochs: int) -> dict:
                              "train.checkpoint_every=0"])
     idx = index_source(cfg.source)
     batches = batches_in_memory(cfg, idx)
+    # A warm-up pair, not counted, then each round's order swapped: in two quiet runs with
+    # neither, the first round of each arm was the slowest (62 and 67 steps/s against 71-77
+    # later) and the arm that ran first in every round read 7% slower.
+    echoray_steps_per_s(cfg, idx, batches)
+    bare_steps_per_s(cfg, idx, batches)
     echo, bare = [], []
-    for _ in range(rounds):
-        echo.append(echoray_steps_per_s(cfg, idx, batches)[0])
-        bare.append(bare_steps_per_s(cfg, idx, batches))
+    for r in range(rounds):
+        arms = [lambda: echo.append(echoray_steps_per_s(cfg, idx, batches)[0]),
+                lambda: bare.append(bare_steps_per_s(cfg, idx, batches))]
+        for arm in arms if r % 2 == 0 else arms[::-1]:
+            arm()
     e, b = statistics.median(echo), statistics.median(bare)
     paired = statistics.median(x / y for x, y in zip(echo, bare, strict=True))  # each round's A/B pair
     return {"model": model, "steps": len(batches), "echoray_steps_per_s": echo, "bare_steps_per_s": bare,
