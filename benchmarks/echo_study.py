@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import RESULTS, save
+from common import RESULTS, save, settled_load
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -54,8 +54,10 @@ def main() -> None:
               f"   {rel['mean']:.3f} [{rel['min']:.3f}, {rel['max']:.3f}] {1 / r['factor']:>6.3f}")
     print(f"study wall time {wall / 60:.1f} min (this run; a resumed run counts only its part)")
     # a resumed study's start load is this invocation's: the interrupted part's is not known
+    # The end reading once the study's own trials have wound down (common.settled_load): its
+    # 80 trials hold the 1-minute load near 3.3 on 2 cores with nothing else running.
     save("echo_study", {"title": report["title"], "variants": rows, "wall_s": wall, "resumed": args.resume},
-         args, start_load=load_before)
+         args, start_load=load_before, end_load=settled_load())
 
 
 if __name__ == "__main__":
