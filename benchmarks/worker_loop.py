@@ -91,8 +91,8 @@ def overhead(model: str, rounds: int, epochs: int) -> dict:
                              "train.checkpoint_every=0"])
     idx = index_source(cfg.source)
     batches = batches_in_memory(cfg, idx)
-    # A warm-up pair, not counted, then each round's order swapped: in two quiet runs with
-    # neither, the first round of each arm was the slowest (62 and 67 steps/s against 71-77
+    # A warm-up pair, not counted, then each round's order swapped: in a quiet run with
+    # neither, each arm's first round was its slowest (62 and 67 steps/s against 69-77
     # later) and the arm that ran first in every round read 7% slower.
     echoray_steps_per_s(cfg, idx, batches)
     bare_steps_per_s(cfg, idx, batches)
