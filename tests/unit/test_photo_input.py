@@ -137,6 +137,7 @@ def test_held_out_split_is_decoded_once_within_the_cache_bound(jpeg_root, monkey
     share that fits is read once per run, one that does not is re-read per evaluation."""
     import torch
 
+    from echoray.data import held_out
     from echoray.train import evaluate as ev
 
     idx = index_source(SourceConfig(kind="image_folder", path=str(jpeg_root), image_size=32,
@@ -145,7 +146,7 @@ def test_held_out_split_is_decoded_once_within_the_cache_bound(jpeg_root, monkey
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(24 * 24 * 3, 4))
     normalize = ev.Normalizer(None, None, 3, "cpu")
     for limit, reads_per_eval in ((n_eval * 24 * 24 * 3, 0), (n_eval * 24 * 24 * 3 - 1, 1)):
-        monkeypatch.setattr(ev, "CACHE_LIMIT_BYTES", limit)  # fits at 24x24, not at the 32x32 decode
+        monkeypatch.setattr(held_out, "CACHE_LIMIT_BYTES", limit)  # fits at 24x24, not at the 32x32 decode
         es = ev.EvalSet(idx, 0, 1, out_size=24)
         calls = []
 

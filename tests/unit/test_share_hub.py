@@ -217,11 +217,11 @@ def test_the_held_out_set_is_decoded_once_for_every_trial_that_asks(tmp_path):
 
 
 def test_a_held_out_set_over_the_cache_bound_is_left_to_each_trial(tmp_path, monkeypatch):
+    from echoray.data import held_out
     from echoray.data.fixtures import write_jpeg_folder
-    from echoray.train import evaluate
 
     idx = folder_index(write_jpeg_folder(tmp_path / "jpg", n=40))
-    monkeypatch.setattr(evaluate, "CACHE_LIMIT_BYTES", 10 * 24 * 24 * 3 - 1)  # one byte short
+    monkeypatch.setattr(held_out, "CACHE_LIMIT_BYTES", 10 * 24 * 24 * 3 - 1)  # one byte short
     hub = FolderHub(spec(["a", "b"]), idx)
     assert ask_together(hub, 2, 24) == [None, None]
     assert hub.report()["held_out"][0]["rows"] == 0

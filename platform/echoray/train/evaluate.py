@@ -1,30 +1,22 @@
 """Held-out evaluation: each worker scores its share of the eval split, then all-reduce.
 
-The eval images are read and decoded once per run in each worker, straight from
-the source reader, and kept as uint8 centre crops for every later epoch while the
-worker's share fits CACHE_LIMIT_BYTES (1 GiB: ImageNet's 50,000 validation images
-at 224x224 on 8 workers are 940 MB each), so evaluating restarts no Ray Data
-pipeline and decodes nothing after the first epoch. Larger shares are re-read in
-chunks each time instead (JPEGs decoded at the DCT scale the 256 side needs).
-
-The decoded share is a `HeldOut` record, so it can also be made once for many runs:
-the trials of a search that read one shared stream get theirs from the stream's hub
-(tune/share_hub.py `held_out`), decoded once for the group.
+Each worker reads and decodes its share once per run (data/held_out.py HeldOutReader)
+and keeps the uint8 centre crops for every later epoch while they fit the cache bound,
+so evaluating restarts no Ray Data pipeline and decodes nothing after the first epoch;
+a larger share is re-read in chunks at each evaluation. The decoded share is a
+`HeldOut` record, so it can also be made once for many runs: the trials of a search that
+read one shared stream get theirs from the stream's hub (tune/share_hub.py `held_out`),
+decoded once for the group.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 import torch.distributed as dist
 
-from echoray.data.sources import SourceError, SourceIndex, open_reader
-from echoray.data.sources.base import read_skipping
-
-CACHE_LIMIT_BYTES = 1 << 30
-READ_CHUNK = 512
+from echoray.data.held_out import HeldOut, HeldOutReader
+from echoray.data.sources import SourceIndex
 
 
 class Normalizer:
@@ -51,29 +43,6 @@ class Normalizer:
         return x.div_(255.0).sub_(self.mean).div_(self.std)
 
 
-def center_crop(images: np.ndarray, size: int) -> np.ndarray:
-    """The centre size x size of N x H x W x C images (a view; numpy or torch alike)."""
-    h, w = images.shape[1:3]
-    if (h, w) == (size, size):
-        return images
-    top, left = (h - size) // 2, (w - size) // 2
-    return images[:, top : top + size, left : left + size]
-
-
-@dataclass(frozen=True)
-class HeldOut:
-    """One share of the held-out split, decoded: chunks of (uint8 centre crops N x H x W
-    x C, labels, sample ids) in eval-id order, and the files skipped as undecodable
-    (sample id -> "name (reason)")."""
-
-    chunks: tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]
-    bad: dict[int, str]
-
-    @property
-    def rows(self) -> int:
-        return sum(len(labels) for _, labels, _ in self.chunks)
-
-
 class EvalSet:
     """`tta`: (seed, K, ops) to also score predictions averaged over K augmented views
     (cutout is left out at test time: it only removes information). `decoded`: this
@@ -83,37 +52,26 @@ class EvalSet:
 
     def __init__(self, idx: SourceIndex, rank: int, world: int, out_size: int, tta=None,
                  decoded: HeldOut | None = None):
-        self.ids = idx.eval_ids[rank::world]
-        self.reader = open_reader(idx) if decoded is None else None
-        self.max_bad = int(idx.max_bad_fraction * len(self.ids))
-        self.bad: dict[int, str] = {}  # undecodable held-out files: skipped, up to source.max_bad_fraction
-        self.out_size = out_size
+        self.source = HeldOutReader(idx, rank, world, out_size) if decoded is None else None
         self.tta = None
         if tta is not None:
             seed, views, ops = tta
             self.tta = (seed, views, [op for op in ops if op.op != "cutout"])
-        per_image = (out_size or idx.image_size or 0) ** 2 * idx.channels  # what the cache holds
-        self.cached = None
-        if decoded is not None:
+        if decoded is None:
+            decoded = self.source.decode()
+            self.cached = None if decoded is None else list(decoded.chunks)
+        else:
             self.cached = [tuple(np.array(a) for a in chunk) for chunk in decoded.chunks]
-            self.bad = dict(decoded.bad)
-        elif per_image and per_image * len(self.ids) <= CACHE_LIMIT_BYTES:
-            self.cached = list(self._chunks())
+        self.bad = dict(decoded.bad) if decoded is not None else {}
+
+    @property
+    def reader(self):
+        """The source reader of a share read here (None: decoded elsewhere)."""
+        return None if self.source is None else self.source.reader
 
     def held_out(self) -> HeldOut | None:
-        """The decoded share as a record (None: over CACHE_LIMIT_BYTES, re-read each time)."""
+        """The decoded share as a record (None: over the cache bound, re-read each time)."""
         return None if self.cached is None else HeldOut(tuple(self.cached), dict(self.bad))
-
-    def _chunks(self):
-        for start in range(0, len(self.ids), READ_CHUNK):
-            ids = self.ids[start : start + READ_CHUNK]
-            got = read_skipping(self.reader, ids, "eval")
-            self.bad.update({sid: f"{name} ({reason})" for sid, name, reason in got.bad})
-            if len(self.bad) > self.max_bad:
-                raise SourceError(f"{len(self.bad)} undecodable held-out image(s), more than source.max_bad_fraction "
-                                  f"allows ({self.max_bad}): " + "; ".join(list(self.bad.values())[:5]))
-            # contiguous: a cached crop holds out_size^2 pixels, not the decoded image's
-            yield np.ascontiguousarray(center_crop(got.images, self.out_size)), got.labels, ids[got.kept]
 
     @torch.no_grad()
     def evaluate(self, model: torch.nn.Module, normalize: Normalizer, batch_size: int) -> tuple[int, int, int]:
@@ -121,7 +79,7 @@ class EvalSet:
         was_training = model.training
         model.eval()
         correct = total = tta_correct = 0
-        for chunk in self.cached if self.cached is not None else self._chunks():
+        for chunk in self.cached if self.cached is not None else self.source.chunks():
             images, labels, ids = torch.from_numpy(chunk[0]), torch.from_numpy(chunk[1]), chunk[2]
             for s in range(0, len(labels), batch_size):
                 x = images[s : s + batch_size]

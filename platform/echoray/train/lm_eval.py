@@ -77,7 +77,7 @@ def all_reduce_floats(t: torch.Tensor) -> torch.Tensor:
 def make_evaluator(cfg, idx: SourceIndex, rank: int, world: int, decoded_by=None):
     """The held-out scorer a worker uses: TextEvalSet for text, EvalSet for images.
     `decoded_by`: for a run of one worker, a function of the crop size that returns the
-    held-out split already decoded (train/evaluate.py HeldOut; a shared stream's hub,
+    held-out split already decoded (data/held_out.py HeldOut; a shared stream's hub,
     tune/share_consumer.py) or None to decode it here. Text reads its own."""
     if idx.kind == "text":
         return TextEvalSet(idx, rank, world, cfg.source.eval_limit)

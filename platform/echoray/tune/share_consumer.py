@@ -98,7 +98,7 @@ class SharedStream:
         self.hub.start.remote()
 
     def held_out(self, out_size: int | None):
-        """The group's held-out split decoded once by the hub (train/evaluate.py HeldOut),
+        """The group's held-out split decoded once by the hub (data/held_out.py HeldOut),
         or None where it is too large to keep (the trial then reads its own)."""
         got = self._ask(self.hub.held_out, out_size)
         return None if got is None else self._get(got[0])

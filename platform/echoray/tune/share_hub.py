@@ -34,6 +34,7 @@ import numpy as np
 import ray
 
 from echoray.config import PipelineConfig
+from echoray.data.held_out import HeldOutReader
 from echoray.data.plan import chunks_per_call, plan_chunks, read_plan
 from echoray.data.preprocess_args import preprocess_args
 from echoray.data.sources import SourceIndex, index_source
@@ -192,7 +193,7 @@ class StreamHub:
 
     def held_out(self, out_size: int | None) -> list | None:
         """The group's held-out split, centre-cropped to `out_size`, decoded once here
-        (train/evaluate.py HeldOut): [its ObjectRef], or None where the split is over
+        (data/held_out.py HeldOut): [its ObjectRef], or None where the split is over
         the cache bound (each trial then reads its own, in chunks, at every evaluation).
         The first caller decodes it while the others wait; the decode's error (too many
         undecodable files) is raised to every caller."""
@@ -288,11 +289,9 @@ class StreamHub:
 
     def _decode_held_out(self, out_size: int | None) -> tuple[HeldOutRecord, Any, Exception | None]:
         """(its record, the ObjectRef of the decoded split or None, the decode's error)."""
-        from echoray.train.evaluate import EvalSet
-
         rec, t0 = HeldOutRecord(out_size), time.perf_counter()
         try:
-            decoded = EvalSet(self._source()[1], 0, 1, out_size).held_out()
+            decoded = HeldOutReader(self._source()[1], 0, 1, out_size).decode()
         except Exception as exc:  # noqa: BLE001 - every trial that asks gets it, as its own decode would raise
             rec.error = f"{type(exc).__name__}: {exc}"
             return rec, None, exc
