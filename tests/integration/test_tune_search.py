@@ -120,3 +120,11 @@ def test_search_interrupted_and_resumed_keeps_one_run_per_trial(local_ray, tmp_p
             assert rep["best"] is None
     artifacts = {a.path for a in client.list_artifacts(parent_id)}
     assert {"summary.json", "trials.png"} <= artifacts
+    # Tune's own trial logs: JSON and CSV (params.json is how a failed trial's point is
+    # read back), no TensorBoard events, before and after the resume
+    trial_dirs = sorted(p for p in (out / "tune").iterdir() if p.is_dir())
+    assert len(trial_dirs) == TRIALS * REPEATS, [p.name for p in trial_dirs]
+    for t in trial_dirs:  # a trial that diverged in its first epoch reported no row for the CSV
+        files = {f.name for f in t.iterdir()}
+        assert {"params.json", "result.json"} <= files and ("progress.csv" in files) != ("error.txt" in files), t
+    assert not list((out / "tune").rglob("events.out.tfevents*"))
