@@ -18,10 +18,9 @@ batches in the same order), so no emulated latency and no lock are needed: count
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 
-from common import save, train_in_process
+from common import save, settled_load, train_in_process
 
 COMMON = ["source.chunk_size=16", "source.max_rows_ahead=1", "train.evals_per_epoch=4", "echo.shuffle_buffer=256",
           "scaling.cpus_per_worker=1", "train.target=0.97"]
@@ -41,10 +40,12 @@ def main() -> None:
     ap.add_argument("--horizons", default="20,4")
     ap.add_argument("--factors", default="1,4")
     args = ap.parse_args()
+    import ray
+
     from echoray.runtime.session import start_ray
 
+    load0 = settled_load()  # before this run's Ray starts: the machine's own load
     start_ray()
-    load0 = os.getloadavg()
     runs = []
     for horizon in [int(h) for h in args.horizons.split(",")]:
         for factor in args.factors.split(","):
@@ -59,7 +60,9 @@ def main() -> None:
               "reached": sum(x is not None for x in v)} for (f, h), v in cells.items()]
     for row in table:
         print(row)
-    print(f"saved {save('echo_schedule', {'rows': table, 'runs': runs}, args, start_load=load0)}")
+    ray.shutdown()
+    # the end's load once this run's Ray has shut down (its workers are not other work)
+    print(f"saved {save('echo_schedule', {'rows': table, 'runs': runs}, args, start_load=load0, end_load=settled_load())}")
 
 
 if __name__ == "__main__":
