@@ -8,17 +8,13 @@ import textwrap
 
 import numpy as np
 import pytest
+from test_share_hub import folder_index  # the same 32-pixel image-folder index the hub's tests read
 
 from echoray.config import SourceConfig
 from echoray.data import held_out
 from echoray.data.fixtures import write_jpeg_folder
 from echoray.data.held_out import HeldOutReader, center_crop
 from echoray.data.sources import SourceError, index_source
-
-
-def folder_index(root, holdout_fraction=0.25):
-    return index_source(SourceConfig(kind="image_folder", path=str(root), image_size=32,
-                                     holdout_fraction=holdout_fraction))
 
 
 def test_shares_cover_the_split_once_in_eval_id_order_as_centre_crops(tmp_path):
