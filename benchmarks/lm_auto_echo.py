@@ -1,14 +1,23 @@
 """Time to a bits-per-byte target with `echo.factor: auto` on an emulated remote store at
 R about 5 (benchmarks/lm.py --part auto): auto against e = 1 and the fixed factors.
 
-The small LM (benchmarks/lm_common.py) reads its corpus through source.remote, a latency
-per store request (a request per piece of a read unit, one in flight:
-source.read_concurrency 1), calibrated as benchmarks/echo.py calibrates it for images,
-per packed sequence instead of per chunk: a probe run at e = 1 and latency L0 measures
-the upstream rate u0 and the downstream rate d; with k store requests per sequence
-(pieces / sequences of the read plan, from the index), a sequence costs c = 1/u0 - k L0
-of compute upstream, so R needs L = (R / d - c) / k. source.max_rows_ahead keeps the
-actor from reading far ahead of training, so a run is input-bound from its first step.
+The small LM (benchmarks/lm_common.py) reads its corpus through source.remote, one
+request in flight (source.read_concurrency 1). By default the emulated store charges per
+byte read (`--auto-store bandwidth`; the text's bytes, after gzip, as if it were stored
+plain): a probe run at e = 1 with a 1 ms request latency measures the upstream compute
+rate u0 and the downstream rate d, and a sequence of b bytes (65.2 on this corpus: 65.1
+to 65.3 over the first 800 to 4,800 sequences of seeds 0-4) then needs a transfer rate
+B = b / (R / d - 1 / u0), with no latency per request. `--auto-store latency` charges
+per request instead (the earlier calibration, per packed sequence: with k requests per
+sequence, a sequence costs c = 1/u0 - k L0 of compute, so R needs L = (R / d - c) / k). Why bytes: a request is a
+document here, and documents hold 2 to 1,711 sequences, so at a fixed cost per request
+the source's rate over the few thousand sequences a run reads depended on which
+documents came first: 45 to 217 sequences per request over the first 800 sequences of
+seeds 0-4, and within seed 0, 55 for the 800 an e = 8 run reads against 87 for the
+3,200 of e = 1. Arms of one seed then raced against sources up to twice as fast as each
+other (benchmarks/results/lm_auto_echo.json at commit f36958f: upstream 45-146 sequences
+a second, R 3.1-12.0 per run). source.max_rows_ahead keeps the actor from reading far
+ahead of training, so a run is input-bound from its first step.
 Echo is example echo (echo.stage before_augment: for text the same point as
 after_augment, the sequence repeated in the actor; under auto on the reading worker).
 
@@ -37,11 +46,17 @@ from common import save
 MAX_FACTOR = echo.MAX_FACTOR  # echo.summarise's ideal speed-up for auto uses it
 
 
-def overrides(a, c: lm_common.Corpus, factor: str, latency_ms: float, seed: int) -> list[str]:
+def remote(store: dict) -> str:
+    """The source.remote override for an emulated store {"latency_ms", "bandwidth_mb_s"}."""
+    bw = store.get("bandwidth_mb_s")
+    return f"source.remote={{latency_ms: {store['latency_ms']}" + (f", bandwidth_mb_s: {bw}}}" if bw else "}")
+
+
+def overrides(a, c: lm_common.Corpus, factor: str, store: dict, seed: int) -> list[str]:
     stage = "none" if factor == "1" else "before_augment"
     budget = a.auto_budget_tokens // c.seq_len
     return [f"seed={seed}", f"echo.stage={stage}", f"echo.factor={factor}", f"echo.max_factor={MAX_FACTOR}",
-            f"source.remote={{latency_ms: {latency_ms}}}", "source.read_concurrency=1",
+            remote(store), "source.read_concurrency=1",
             f"source.max_rows_ahead={a.auto_rows_ahead}", f"echo.shuffle_buffer={a.auto_shuffle}",
             f"train.batch_size={a.auto_batch}", f"train.target={a.auto_target}",
             f"train.max_fresh_examples={budget}",
@@ -49,8 +64,8 @@ def overrides(a, c: lm_common.Corpus, factor: str, latency_ms: float, seed: int)
             *a.set]
 
 
-def one_run(a, c: lm_common.Corpus, factor: str, latency_ms: float, seed: int) -> dict:
-    s = lm_common.run(overrides(a, c, factor, latency_ms, seed), f"auto-e{factor}-s{seed}")
+def one_run(a, c: lm_common.Corpus, factor: str, store: dict, seed: int) -> dict:
+    s = lm_common.run(overrides(a, c, factor, store, seed), f"auto-e{factor}-s{seed}")
     up, head, train_t = s["upstream_examples_per_s"], s["source_reads_before_first_step"] or 0, s["train_time_to_target_s"]
     crossed = lm_common.crossing(s["history"], a.auto_target, at="train_s")
     return {"factor": factor, "seed": seed, "steps": s["steps"], "step_rate": echo.steady_step_rate(s),
@@ -75,6 +90,26 @@ def latency_for(r_target: float, probe_ms: float, up0: float, down: float, reque
     return round(max(0.0, (r_target / down - compute_s) / requests_per_seq) * 1000, 2)
 
 
+def bandwidth_for(r_target: float, probe_ms: float, up0: float, down: float, requests_per_seq: float,
+                  bytes_per_seq: float) -> float | None:
+    """The transfer rate (MB/s) that makes downstream / upstream = r_target with no
+    per-request latency, from a probe at probe_ms that measured upstream up0 and downstream
+    `down` sequences/s; None (no limit) where compute alone is already slow enough."""
+    compute_s = max(0.0, 1.0 / up0 - requests_per_seq * probe_ms / 1000)
+    transfer_s = r_target / down - compute_s
+    return round(bytes_per_seq / transfer_s / 1e6, 6) if transfer_s > 0 else None
+
+
+def store_for(a, c: lm_common.Corpus, probe: dict) -> dict:
+    """The emulated store of the timed runs (--auto-store): per byte, or per request."""
+    k = c.pieces / c.sequences
+    up0, down = probe["upstream_examples_per_s"], probe["downstream_examples_per_s"]
+    if a.auto_store == "latency":
+        return {"latency_ms": latency_for(a.auto_r, a.auto_probe_ms, up0, down, k), "bandwidth_mb_s": None}
+    return {"latency_ms": 0.0, "bandwidth_mb_s": bandwidth_for(a.auto_r, a.auto_probe_ms, up0, down, k,
+                                                               c.bytes / c.sequences)}
+
+
 def goals(rows: list[dict]) -> dict:
     """auto's time-to-target speed-up over e = 1 (goal >= 3.5) and its time over the best
     fixed factor's (goal <= 1.10), from the mean times."""
@@ -90,17 +125,18 @@ def goals(rows: list[dict]) -> dict:
 
 
 def part(a, results: Path, scale: dict) -> list[str]:
+    if a.auto_store not in ("bandwidth", "latency"):
+        raise SystemExit(f"--auto-store {a.auto_store!r}: bandwidth or latency")
     c = lm_common.corpus(a.set)
     k = c.pieces / c.sequences
-    probe = one_run(a, c, "1", a.auto_probe_ms, a.auto_seeds[0])
-    latency = latency_for(a.auto_r, a.auto_probe_ms, probe["upstream_examples_per_s"],
-                          probe["downstream_examples_per_s"], k)
+    probe = one_run(a, c, "1", {"latency_ms": a.auto_probe_ms}, a.auto_seeds[0])
+    store = store_for(a, c, probe)
     print(f"auto: probe at {a.auto_probe_ms} ms/request measured R {probe['measured_R']:.2f}; "
-          f"R {a.auto_r} needs {latency} ms ({k:.4f} requests per sequence)", flush=True)
+          f"R {a.auto_r} needs {store} ({k:.4f} requests, {c.bytes / c.sequences:.1f} bytes per sequence)", flush=True)
     runs = []
     for seed in a.auto_seeds:
         for f in a.auto_factors:
-            r = one_run(a, c, f, latency, seed)
+            r = one_run(a, c, f, store, seed)
             runs.append(r)
             print(f"auto e {f} seed {seed}: R {r['measured_R'] or 0:.2f}, mean e {r['mean_e_trained']:.2f}, "
                   f"time to target {r['time_to_target_s'] or float('nan'):.1f} s, wall {r['wall_s']:.1f} s", flush=True)
@@ -108,7 +144,9 @@ def part(a, results: Path, scale: dict) -> list[str]:
     verdict = goals(rows)
     print(f"auto: {verdict}", flush=True)
     r_mean = statistics.fmean(r["measured_R"] for r in runs if r["measured_R"]) if any(r["measured_R"] for r in runs) else None
-    save("lm_auto_echo", {"R_target": a.auto_r, "R": r_mean, "latency_ms": latency, "requests_per_sequence": k,
+    save("lm_auto_echo", {"R_target": a.auto_r, "R": r_mean, "store": a.auto_store, "latency_ms": store["latency_ms"],
+                          "bandwidth_mb_s": store["bandwidth_mb_s"], "requests_per_sequence": k,
+                          "bytes_per_sequence": c.bytes / c.sequences,
                           "probe": probe, "target_bits_per_byte": a.auto_target, "corpus": vars(c),
                           "model": lm_common.SMALL, "extra": a.set, "scale": scale, "rows": rows,
                           "goals": verdict, "runs": runs},

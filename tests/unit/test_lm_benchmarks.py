@@ -90,6 +90,28 @@ def test_latency_for_r_inverts_the_probe():
     assert auto.latency_for(0.5, 2.0, up0, 1000.0, 0.1) == 0.0  # faster than compute allows: none
 
 
+def test_bandwidth_for_r_inverts_the_probe():
+    # compute as above: 1 ms a sequence beyond the probe's 0.1 requests of 2 ms; 65 bytes a
+    # sequence must take 1000 / 5 = 200/s, so 4 ms of transfer each: 65 / 0.004 B/s
+    up0 = 1 / (0.001 + 0.1 * 0.002)
+    assert auto.bandwidth_for(5.0, 2.0, up0, 1000.0, 0.1, 65.0) == pytest.approx(0.01625)
+    assert auto.bandwidth_for(0.5, 2.0, up0, 1000.0, 0.1, 65.0) is None  # compute alone is slower: no limit
+
+
+def test_the_store_override_charges_per_byte_or_per_request():
+    c = lm_common.Corpus(sequences=1_000, seq_len=64, pieces=100, documents=100, bytes=65_000)
+    probe = {"upstream_examples_per_s": 1 / (0.001 + 0.1 * 0.002), "downstream_examples_per_s": 1000.0}
+    a = driver.parse(["--part", "auto", "--auto-probe-ms", "2"])
+    assert a.auto_store == "bandwidth"
+    store = auto.store_for(a, c, probe)
+    assert store == {"latency_ms": 0.0, "bandwidth_mb_s": pytest.approx(0.01625)}
+    assert auto.remote(store) == f"source.remote={{latency_ms: 0.0, bandwidth_mb_s: {store['bandwidth_mb_s']}}}"
+    a = driver.parse(["--part", "auto", "--auto-probe-ms", "2", "--auto-store", "latency"])
+    store = auto.store_for(a, c, probe)
+    assert store == {"latency_ms": pytest.approx(40.0), "bandwidth_mb_s": None}
+    assert auto.remote(store) == "source.remote={latency_ms: 40.0}"
+
+
 def test_auto_goals_against_e1_and_the_best_fixed_factor():
     def row(f, t):
         return {"factor": f, "time_to_target_s": {"mean": t}}
