@@ -144,11 +144,11 @@ def part(a, results: Path, scale: dict) -> list[str]:
     verdict = goals(rows)
     print(f"auto: {verdict}", flush=True)
     r_mean = statistics.fmean(r["measured_R"] for r in runs if r["measured_R"]) if any(r["measured_R"] for r in runs) else None
-    save("lm_auto_echo", {"R_target": a.auto_r, "R": r_mean, "store": a.auto_store, "latency_ms": store["latency_ms"],
+    save(a.auto_name, {"R_target": a.auto_r, "R": r_mean, "store": a.auto_store, "latency_ms": store["latency_ms"],
                           "bandwidth_mb_s": store["bandwidth_mb_s"], "requests_per_sequence": k,
                           "bytes_per_sequence": c.bytes / c.sequences,
                           "probe": probe, "target_bits_per_byte": a.auto_target, "corpus": vars(c),
                           "model": lm_common.SMALL, "extra": a.set, "scale": scale, "rows": rows,
                           "goals": verdict, "runs": runs},
-         a, path=results / "lm_auto_echo.json", seeds=a.auto_seeds)
-    return ["lm_auto_echo"]
+         a, path=results / f"{a.auto_name}.json", seeds=a.auto_seeds)
+    return [a.auto_name]
