@@ -77,7 +77,7 @@ SCALE = {
     "auto_probe_ms": (1.0, 1.0, float, False),
     # the emulated store's charge: per byte (a stable rate) or per request (a document)
     "auto_store": ("bandwidth", "bandwidth", str, False),
-    "auto_name": ("lm_auto_echo", "lm_auto_echo", str, False),  # the results file (another target: another name)
+    "auto_name": ("lm_auto_echo", "lm_auto_echo", str, False),  # the output JSON's name (another target: another name)
     "auto_rows_ahead": (512, 512, int, False),
     "auto_shuffle": (256, 256, int, False),
     "ba_copies": ([1, 2, 4], [1, 2], int, True),
