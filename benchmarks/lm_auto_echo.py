@@ -9,8 +9,9 @@ rate u0 and the downstream rate d, and a sequence of b bytes (65.2 on this corpu
 to 65.3 over the first 800 to 4,800 sequences of seeds 0-4) then needs a transfer rate
 B = b / (R / d - 1 / u0), with no latency per request. `--auto-store latency` charges
 per request instead (the earlier calibration, per packed sequence: with k requests per
-sequence, a sequence costs c = 1/u0 - k L0 of compute, so R needs L = (R / d - c) / k). Why bytes: a request is a
-document here, and documents hold 2 to 1,711 sequences, so at a fixed cost per request
+sequence, a sequence costs c = 1/u0 - k L0 of compute, so R needs L = (R / d - c) / k).
+Why bytes: a request is a document here, and documents hold 2 to 1,711 sequences, so at
+a fixed cost per request
 the source's rate over the few thousand sequences a run reads depended on which
 documents came first: 45 to 217 sequences per request over the first 800 sequences of
 seeds 0-4, and within seed 0, 55 for the 800 an e = 8 run reads against 87 for the
@@ -83,10 +84,16 @@ def one_run(a, c: lm_common.Corpus, factor: str, store: dict, seed: int) -> dict
             "wait_fraction": s["history"][-1]["wait_fraction"] if s["history"] else None}
 
 
+def compute_per_seq(probe_ms: float, up0: float, requests_per_seq: float) -> float:
+    """Seconds of upstream compute a sequence took in a probe at probe_ms per request that
+    read up0 sequences/s (its latency taken out)."""
+    return max(0.0, 1.0 / up0 - requests_per_seq * probe_ms / 1000)
+
+
 def latency_for(r_target: float, probe_ms: float, up0: float, down: float, requests_per_seq: float) -> float:
     """The per-request latency (ms) that makes downstream / upstream = r_target, from a probe
     at probe_ms that measured upstream up0 and downstream `down` sequences/s."""
-    compute_s = max(0.0, 1.0 / up0 - requests_per_seq * probe_ms / 1000)
+    compute_s = compute_per_seq(probe_ms, up0, requests_per_seq)
     return round(max(0.0, (r_target / down - compute_s) / requests_per_seq) * 1000, 2)
 
 
@@ -95,19 +102,18 @@ def bandwidth_for(r_target: float, probe_ms: float, up0: float, down: float, req
     """The transfer rate (MB/s) that makes downstream / upstream = r_target with no
     per-request latency, from a probe at probe_ms that measured upstream up0 and downstream
     `down` sequences/s; None (no limit) where compute alone is already slow enough."""
-    compute_s = max(0.0, 1.0 / up0 - requests_per_seq * probe_ms / 1000)
-    transfer_s = r_target / down - compute_s
+    transfer_s = r_target / down - compute_per_seq(probe_ms, up0, requests_per_seq)
     return round(bytes_per_seq / transfer_s / 1e6, 6) if transfer_s > 0 else None
 
 
 def store_for(a, c: lm_common.Corpus, probe: dict) -> dict:
     """The emulated store of the timed runs (--auto-store): per byte, or per request."""
-    k = c.pieces / c.sequences
+    k = c.requests_per_sequence
     up0, down = probe["upstream_examples_per_s"], probe["downstream_examples_per_s"]
     if a.auto_store == "latency":
         return {"latency_ms": latency_for(a.auto_r, a.auto_probe_ms, up0, down, k), "bandwidth_mb_s": None}
-    return {"latency_ms": 0.0, "bandwidth_mb_s": bandwidth_for(a.auto_r, a.auto_probe_ms, up0, down, k,
-                                                               c.bytes / c.sequences)}
+    return {"latency_ms": 0.0,
+            "bandwidth_mb_s": bandwidth_for(a.auto_r, a.auto_probe_ms, up0, down, k, c.bytes_per_sequence)}
 
 
 def goals(rows: list[dict]) -> dict:
@@ -128,11 +134,11 @@ def part(a, results: Path, scale: dict) -> list[str]:
     if a.auto_store not in ("bandwidth", "latency"):
         raise SystemExit(f"--auto-store {a.auto_store!r}: bandwidth or latency")
     c = lm_common.corpus(a.set)
-    k = c.pieces / c.sequences
+    k = c.requests_per_sequence
     probe = one_run(a, c, "1", {"latency_ms": a.auto_probe_ms}, a.auto_seeds[0])
     store = store_for(a, c, probe)
     print(f"auto: probe at {a.auto_probe_ms} ms/request measured R {probe['measured_R']:.2f}; "
-          f"R {a.auto_r} needs {store} ({k:.4f} requests, {c.bytes / c.sequences:.1f} bytes per sequence)", flush=True)
+          f"R {a.auto_r} needs {store} ({k:.4f} requests, {c.bytes_per_sequence:.1f} bytes per sequence)", flush=True)
     runs = []
     for seed in a.auto_seeds:
         for f in a.auto_factors:
@@ -146,7 +152,7 @@ def part(a, results: Path, scale: dict) -> list[str]:
     r_mean = statistics.fmean(r["measured_R"] for r in runs if r["measured_R"]) if any(r["measured_R"] for r in runs) else None
     save(a.auto_name, {"R_target": a.auto_r, "R": r_mean, "store": a.auto_store, "latency_ms": store["latency_ms"],
                           "bandwidth_mb_s": store["bandwidth_mb_s"], "requests_per_sequence": k,
-                          "bytes_per_sequence": c.bytes / c.sequences,
+                          "bytes_per_sequence": c.bytes_per_sequence,
                           "probe": probe, "target_bits_per_byte": a.auto_target, "corpus": vars(c),
                           "model": lm_common.SMALL, "extra": a.set, "scale": scale, "rows": rows,
                           "goals": verdict, "runs": runs},

@@ -45,6 +45,14 @@ class Corpus:
     def tokens(self) -> int:
         return self.sequences * self.seq_len
 
+    @property
+    def requests_per_sequence(self) -> float:
+        return self.pieces / self.sequences
+
+    @property
+    def bytes_per_sequence(self) -> float:
+        return self.bytes / self.sequences
+
 
 def corpus(extra: list[str]) -> Corpus:
     """Indexes the scaled pipeline once (bytes tokenizer: about a second)."""
