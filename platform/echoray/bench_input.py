@@ -57,7 +57,7 @@ def bench_input(cfg: PipelineConfig, seconds: float | None, idx: SourceIndex | N
     from echoray.train.early_stream import StartedStream, head_started
 
     collector = RunCollector.remote(cfg.echo.factor, cfg.echo.max_factor, n_train=len(idx.train_ids),
-                                    max_bad_fraction=cfg.source.max_bad_fraction)
+                                    max_bad_fraction=cfg.source.max_bad_fraction, start_factor=cfg.echo.auto_start())
     t0 = time.perf_counter()
     # What a run trained in process takes (train/early_stream.py), the Dataset built in it
     batches = StartedStream(head_started(cfg, idx, collector))

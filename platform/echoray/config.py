@@ -269,6 +269,11 @@ class EchoConfig(Section):
     """Upper bound on e under factor: auto (and on a sample's copies with fill_waits)."""
     fill_waits: bool = True
     """Under factor: auto, a worker with no fresh batch ready trains extra copies of samples it trained lately (at most max_factor copies per sample) instead of waiting."""
+    # Under auto, e before the first window is measured (runtime/auto_echo.py): the first
+    # pool of fresh rows is echoed at it. At 1 the worker ate that pool in half a second
+    # and then waited or trained spare copies (benchmarks/lm_auto_echo.py).
+    start_factor: Annotated[float, Field(ge=1)] | None = None
+    """Under factor: auto, e until the first window of R is measured (about a second after the first step); null: max_factor."""
 
     @field_validator("factor")
     @classmethod
@@ -278,6 +283,16 @@ class EchoConfig(Section):
         if not isinstance(v, (int, float)) or math.isnan(v) or math.isinf(v) or v < 1:
             raise ValueError("must be a finite number >= 1 or 'auto'")
         return float(v)
+
+    @model_validator(mode="after")
+    def _start(self) -> EchoConfig:
+        if self.start_factor is not None and self.start_factor > self.max_factor:
+            raise ValueError(f"echo.start_factor {self.start_factor:g} is above echo.max_factor {self.max_factor:g}")
+        return self
+
+    def auto_start(self) -> float:
+        """The factor `auto` starts from (start_factor, or the cap where it is null)."""
+        return self.max_factor if self.start_factor is None else self.start_factor
 
 
 class BatchAugmentationConfig(Section):

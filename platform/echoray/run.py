@@ -138,7 +138,7 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
             # epochs are final once a checkpoint covers them (a restart or resume replays the rest)
             cfg.echo.factor, cfg.echo.max_factor, checkpointed=keeps_checkpoints,
             n_train=len(idx.train_ids), max_bad_fraction=cfg.source.max_bad_fraction,
-            resume=resume.collector_seed() if resume else None)
+            resume=resume.collector_seed() if resume else None, start_factor=cfg.echo.auto_start())
         fit = (_in_process_fit(cfg, idx, collector, storage, keeps_checkpoints, resume, hooks.shared_stream)
                if in_process else build_trainer(cfg, idx, plan, use_gpu, collector, storage).fit)
 

@@ -64,7 +64,7 @@ def test_a_fixed_factor_never_moves():
 
 def test_auto_follows_a_steady_R_one_update_per_window():
     echo, sim = make("auto")
-    assert echo.factor == 1.0  # before any window
+    assert echo.factor == 8.0  # before any window: echo.start_factor, where null the cap
     sim.advance(3.0, up=100.0, down=400.0)
     # the first window opens at the first heartbeat after the first step (0.25 s) and each
     # closes AUTO_UPDATE_S later: updates at 0.75, 1.25, ..., 2.75
@@ -94,13 +94,14 @@ def test_starved_windows_measure_R_from_the_fresh_examples_the_workers_got():
     """The actors are busy at 100 rows a second but deliver 75 (their calls have gaps):
     R from busy time reads 4, the workers see 400 / 75 = 5.33. A window where they waited
     measures R from fresh examples per second; e hovers just below 5.33 (mean 4.97) and the worker
-    waits 9% of the time, where e = 4 (the busy-time R) would make it wait 25%."""
+    waits 6.7% of the time (9.2% when e started at 1), where e = 4 (the busy-time R) would
+    make it wait 25%."""
     echo, sim = make("auto")
     sim.advance(20.0, up=100.0, down=400.0, delivered=0.75)
     late = [p["factor"] for p in echo.history if p["time"] > 5.0]
     assert 4.5 < min(late) and max(late) <= 400 / 75 + 1e-9
     assert 4.9 < sum(late) / len(late) < 5.05
-    assert sim.wait_fraction() == pytest.approx(0.0919, abs=0.001)
+    assert sim.wait_fraction() == pytest.approx(0.0668, abs=0.001)
 
 
 def test_a_window_is_starved_when_its_workers_waited_5_percent_of_it():
@@ -130,7 +131,23 @@ def test_a_resumed_factor_weighs_as_one_window():
 def test_before_the_first_step_nothing_is_measured():
     echo, sim = make("auto")
     sim.advance(3.0, up=100.0, down=0.0, first_step_at=None)  # actors read, no worker has stepped
-    assert echo.factor == 1.0 and echo.history == []
+    assert echo.factor == 8.0 and echo.history == []
+
+
+def test_the_start_factor_is_a_guess_that_the_first_window_replaces():
+    """Until the first window e is echo.start_factor (null: the cap). The first window's R is
+    the measurement alone: the floor of a window that did not wait (0.8 e) comes from a
+    factor that was measured, so a start at 8 on a source that keeps up (R = 1) is e = 1
+    after one window, not 6.4 decaying over seconds."""
+    echo, sim = make("auto")
+    sim.advance(0.75, up=100.0, down=100.0)  # R = 1: at e = 8 the worker never waits
+    assert [p["measured_R"] for p in echo.history] == [pytest.approx(1.0)]
+    assert echo.factor == pytest.approx(1.0)
+    echo, sim = make("auto", start_factor=2.0)
+    assert echo.factor == 2.0
+    sim.advance(0.75, up=100.0, down=600.0)  # R = 6: at e = 2 the worker waits, R from fresh per second
+    assert echo.factor == pytest.approx(6.0)
+    assert make(3.0, start_factor=2.0)[0].factor == 3.0  # a fixed factor ignores it
 
 
 def test_windows_between_actor_reports_use_the_last_calls():

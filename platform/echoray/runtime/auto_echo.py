@@ -30,7 +30,13 @@ sets it outright), then an exponential average with gain 1/3; e = the estimate's
 [1, echo.max_factor] (auto_factor), so e falls when R falls, and at R near the cap windows
 above it count as much as those below. Where e is applied: the worker takes it without
 waiting (train/worker_link.py live_factor) for each fresh batch it takes from the stream
-(train/consumption_echo.py). A fixed factor is the same object with `auto` false: its
+(train/consumption_echo.py). Start: until the first window e is echo.start_factor, where null
+the cap (echo.max_factor), and that first window's R is its measurement alone (no 0.8 e
+floor from a factor that was a guess). At a start of 1 the worker ate its first shuffle
+pool of fresh rows (400 sequences) in half a second on the text benchmark, then waited
+or trained spare copies (1,692-1,776 of them a run) and needed more fresh sequences to
+the target than e = 8 (benchmarks/lm_auto_echo.py); a start too high costs at most one
+window of extra copies. A fixed factor is the same object with `auto` false: its
 factor never moves. Pure given the clock: the collector passes `now` in.
 """
 
@@ -87,9 +93,11 @@ def window_r(down: float | None, busy_up: float | None, recent: list[ConsumerWin
 
 class AutoEcho:
     def __init__(self, factor: float | str, max_factor: float, throughput: Throughput, now: float,
-                 resumed_factor: float | None = None):
+                 resumed_factor: float | None = None, start_factor: float | None = None):
         self.auto = factor == "auto"
-        self.factor = 1.0 if self.auto else float(factor)
+        # auto: a guess until the first window (echo.start_factor; null: the cap); not a
+        # measurement, so the first window's R is not held up by it (window_r's floor)
+        self.factor = (max_factor if start_factor is None else start_factor) if self.auto else float(factor)
         self.max_factor = max_factor
         self.throughput = throughput  # the collector's, shared: it also gives the run's rates
         self.history: list[dict[str, float]] = []  # {"time", "factor", "measured_R"} per change
@@ -116,7 +124,8 @@ class AutoEcho:
         wait_s, fresh, _ = window.consumer_totals()
         current = ConsumerWindow(now - self._window_at, wait_s, fresh)
         up = self.throughput.recent_upstream_rate(self._window_at, UPSTREAM_MIN_REPORTS)
-        r = window_r(window.rates()[1], up, [*self._recent, current][-DELIVERED_WINDOWS:], self.factor)
+        measured = self.factor if self.r_estimate is not None else 1.0  # the start factor was a guess
+        r = window_r(window.rates()[1], up, [*self._recent, current][-DELIVERED_WINDOWS:], measured)
         if r is not None:  # else the window stays open
             self._recent.append(current)
             self.r_estimate = update_r_estimate(self.r_estimate, r)

@@ -35,11 +35,12 @@ from echoray.runtime.throughput import Throughput
 @ray.remote(num_cpus=0, max_restarts=0)
 class RunCollector:
     def __init__(self, factor: float | str = 1.0, max_factor: float = 8.0, *, checkpointed: bool = False,
-                 n_train: int = 0, max_bad_fraction: float = 0.0, resume: dict[str, Any] | None = None):
+                 n_train: int = 0, max_bad_fraction: float = 0.0, resume: dict[str, Any] | None = None,
+                 start_factor: float | None = None):
         self.ledger = EpochLedger.resumed(checkpointed, resume)
         self.throughput = Throughput()
         self.echo = AutoEcho(factor, max_factor, self.throughput, time.time(),
-                             resumed_factor=resume.get("echo_factor") if resume else None)
+                             resumed_factor=resume.get("echo_factor") if resume else None, start_factor=start_factor)
         self.bad = BadExamples(n_train, max_bad_fraction)
         self.audit: list[dict[str, np.ndarray]] = []
         self.last_progress = time.time()
