@@ -21,8 +21,8 @@ admin guide from Debian's linux-doc-6.1) in process on one local Ray.
 
 Every results file is written by common.save (the load average at the part's start and
 end, the commit, the command, the seeds) and carries the part's scale (every knob below).
-The default scale takes about 38 minutes on 2 otherwise idle cores (measured: figure5
-20.2, auto 9.3 with 5 seeds, ba 4.1, pipeline 4.0, index 0.6); a
+The default scale takes about 37 minutes on 2 otherwise idle cores (measured: figure5
+20.2, auto 7.8 with 5 seeds, ba 4.1, pipeline 4.0, index 0.6); a
 loaded machine takes longer. Each --knob scales its part.
 --smoke: a tiny scale whose results go to a temporary folder (never benchmarks/results):
 proves every part runs end to end, in about 5 minutes.
@@ -51,7 +51,7 @@ from common import RESULTS  # noqa: E402
 BENCH = Path(__file__).resolve().parent
 CORPUS = "/usr/share/doc/linux-doc-6.1/Documentation"
 
-# knob: (default, smoke, element type, a list?). The defaults fit about 38 minutes on 2
+# knob: (default, smoke, element type, a list?). The defaults fit about 37 minutes on 2
 # idle cores; the smoke scale about 5.
 SCALE = {
     "f5_factors": ([1, 2, 4, 8, 16], [1, 4], float, True),
