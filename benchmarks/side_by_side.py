@@ -15,7 +15,9 @@ Parts (scaled to fit a session, as recorded in the file):
   trainers (in the CLI's process, a Ray Train worker group), --startup-repeats each;
 - echo_overhead: echo.py --overhead-only (the echo op at e = 1 against none, 5 rounds);
 - echo_level: echo.py --r 4 --seeds 0 --factors 1,2,4 (one seed of the R = 4 level);
-- input: input_pipeline.py --parts compare --repeats 1 (echoray against a DataLoader).
+- input: input_pipeline.py --parts compare --repeats 1 (echoray against a DataLoader);
+- first_batch: first_batch.py --parts digits_store --repeats --first-batch-repeats (digits
+  behind the emulated store, paced and unpaced: the first read and the first step).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from pathlib import Path
 
 from common import REPO, save, settled_load
 
-PARTS = ("startup", "echo_overhead", "echo_level", "input")
+PARTS = ("startup", "echo_overhead", "echo_level", "input", "first_batch")
 
 
 def worktree(commit: str, work: Path) -> Path:
@@ -100,12 +102,22 @@ def input_compare(tree: Path) -> dict:
             "echoray_first_batch_s": runs["echoray"][0]["first_batch_s"]}
 
 
+def first_batch(tree: Path, repeats: int) -> dict:
+    run_script(tree, "benchmarks/first_batch.py", "--parts", "digits_store", "--repeats", str(repeats))
+    d = result(tree, "first_batch")["digits_store"]
+    return {pacing: {"median": d["median"][pacing],
+                     "time_to_first_step_s": [r["time_to_first_step_s"] for r in runs],
+                     "time_to_first_read_s": [r["time_to_first_read_s"] for r in runs]}
+            for pacing, runs in d["runs"].items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--before", required=True, help="the earlier commit")
     ap.add_argument("--after", default="HEAD")
     ap.add_argument("--parts", default=",".join(PARTS))
     ap.add_argument("--startup-repeats", type=int, default=2)
+    ap.add_argument("--first-batch-repeats", type=int, default=3)
     ap.add_argument("--work", default="/tmp/echoray-side-by-side", help="where the worktrees go")
     ap.add_argument("--name", default="side_by_side")
     args = ap.parse_args()
@@ -115,7 +127,8 @@ def main() -> None:
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     trees = {"before": worktree(args.before, work), "after": worktree(args.after, work)}
-    per_tree = {"echo_overhead": echo_overhead, "echo_level": echo_level, "input": input_compare}
+    per_tree = {"echo_overhead": echo_overhead, "echo_level": echo_level, "input": input_compare,
+                "first_batch": lambda tree: first_batch(tree, args.first_batch_repeats)}
     record: dict = {"commits": {k: t.name for k, t in trees.items()}}
     start = os.getloadavg()
     for part in parts:
