@@ -52,6 +52,29 @@ def block_rows(idx: SourceIndex, n_chunks: int, block_chunks: int) -> int:
     return block_chunks * -(-len(idx.train_ids) // max(n_chunks, 1))
 
 
+# Ray Data's local shuffle holds 1.5 times its buffer before it yields a first batch
+# (measured on the text benchmark: 400 rows for a buffer of 256).
+SHUFFLE_HOLD = 1.5
+MAX_FIRST_BLOCKS = 64  # one-call blocks cost a task each: a bound for very large buffers
+
+
+def first_block_count(cfg: PipelineConfig, rows_per_call: int) -> int:
+    """One-call blocks at the plan's start: two per actor, and where the workers keep a
+    local shuffle buffer, enough calls for every worker's first batch (the buffer as Ray
+    Data holds it, and one batch).
+    A map task's rows reach the stream when it ends or fills an output block (1 MiB,
+    data/output_blocks.py), so where the first batch needed more rows than the first two
+    calls made, it waited for a whole plan block: digits (512-row shuffle buffer, 128-row
+    calls) behind a store of 10 ms a sample read all 1,024 samples of a 2-epoch run
+    before its first step."""
+    floor = 2 * cfg.preprocess.actors.max_size
+    buffer = shuffle_buffer_rows(cfg)
+    if not buffer:  # no shuffle buffer (the image pipelines): a batch is a few calls' rows
+        return floor
+    need = cfg.scaling.num_workers * (SHUFFLE_HOLD * buffer + cfg.train.batch_size)
+    return max(floor, min(MAX_FIRST_BLOCKS, -(-int(need) // max(1, rows_per_call))))
+
+
 def build_train_dataset(cfg: PipelineConfig, idx: SourceIndex, collector=None, first_epoch: int = 0,
                         consumed: dict[int, np.ndarray] | None = None, head_chunks: int = 0) -> ray.data.Dataset:
     """The stream of plan epochs first_epoch.. without the `consumed` rows (a restored run)
@@ -69,10 +92,12 @@ def build_train_dataset(cfg: PipelineConfig, idx: SourceIndex, collector=None, f
     if cfg.source.max_rows_ahead:  # a map task emits its rows when it ends: keep tasks small
         block_chunks = min(block_chunks, per_call)
         max_ahead = max(cfg.source.max_rows_ahead, rows_ahead_floor(cfg, block_rows(idx, n_chunks, block_chunks)))
-    # Two one-call blocks per actor first: a map task emits its rows when it ends, so the
-    # first rows reach the workers after one actor call (64 images), not a whole block.
+    # One-call blocks first (first_block_count): a map task emits its rows when it ends, so
+    # the first rows reach the workers after one actor call (64 images), not a whole block.
+    first_chunks = min(per_call, block_chunks)
     blocks = read_plan(cfg.seed, cfg.train.max_epochs, n_chunks, first_epoch=first_epoch,
-                       block_chunks=block_chunks, first_chunks=min(per_call, block_chunks), n_first=2 * a.max_size,
+                       block_chunks=block_chunks, first_chunks=first_chunks,
+                       n_first=first_block_count(cfg, block_rows(idx, n_chunks, first_chunks)),
                        skip_chunks=head_chunks)
     if not blocks:  # restored after the last epoch: nothing left to read
         blocks = [{"epoch": np.zeros(0, np.int64), "chunk": np.zeros(0, np.int64)}]
