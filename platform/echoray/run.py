@@ -67,7 +67,7 @@ def epoch_clock(cfg: PipelineConfig, n_train: int) -> EpochClock:
     from echoray.train.loop import steps_per_data_epoch
 
     return EpochClock(steps_per_data_epoch(cfg, n_train, cfg.scaling.num_workers), n_train,
-                      by_fresh=EchoPlan.from_config(cfg).epochs_by_fresh)
+                      by_fresh=EchoPlan.from_config(cfg).epochs_by_fresh, max_epochs=cfg.train.max_epochs)
 
 
 def history_row(ev: dict) -> dict:

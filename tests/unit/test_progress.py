@@ -64,3 +64,26 @@ def test_live_progress_emits_at_its_cadence_only():
     off({"t": 0.0, "steps": 0, "trained": 0, "fresh": 0}, 1.0)
     off({"t": 99.0, "steps": 99, "trained": 0, "fresh": 0}, 1.0)
     assert len(lines) == 3
+
+
+def test_lines_after_the_last_step_stay_in_the_last_epoch_then_stop():
+    """A 2-epoch run of 10 steps an epoch: heartbeats go on after step 20 (evaluation,
+    shut-down); the line that first sees step 20 says epoch 2 with nothing left, and no
+    line follows it (before, they read "epoch 3 ... 0.0 ex/s")."""
+    clock = EpochClock(steps_per_epoch=10, n_train=640, max_epochs=2)
+    assert [clock.epoch_of(Tick(0.0, s, 0, None)) for s in (0, 9, 10, 19, 20, 25)] == [1, 1, 2, 2, 2, 2]
+    assert [clock.finished(Tick(0.0, s, 0, None)) for s in (19, 20)] == [False, True]
+    lines = []
+    live = LiveProgress(clock, every_s=2.0, emit=lines.append)
+    for t in range(0, 41):  # one step a second to step 20, then none
+        s = min(t, 20)
+        live({"t": float(t), "steps": s, "trained": 64 * s, "fresh": 64 * s}, 1.0)
+    assert [(f["epoch"], f["step"], f["epoch_eta_s"]) for f in lines[-2:]] == [(2, 18, 2.0), (2, 20, 0.0)]
+    assert len(lines) == 10  # one every 2 s to t = 20, none during the 20 s after
+
+
+def test_auto_factor_run_finishes_by_fresh_examples():
+    clock = EpochClock(steps_per_epoch=50, n_train=1000, by_fresh=True, max_epochs=3)
+    fig = progress_figures(Tick(0.0, 90, 2900, 2950), Tick(1.0, 95, 3200, 3010), clock, 3.0)
+    assert (fig["epoch"], fig["epoch_eta_s"]) == (3, 0.0)
+    assert clock.epoch_of(Tick(0.0, 0, 0, 2999)) == 3 and not clock.finished(Tick(0.0, 0, 0, 2999))

@@ -30,6 +30,20 @@ class EpochClock:
     steps_per_epoch: int
     n_train: int
     by_fresh: bool = False
+    max_epochs: int | None = None  # the run's last epoch (train.max_epochs); None: no end known
+
+    def epochs_done(self, tick: Tick) -> int:
+        return (tick.fresh or 0) // self.n_train if self.by_fresh else tick.steps // self.steps_per_epoch
+
+    def epoch_of(self, tick: Tick) -> int:
+        """The epoch `tick` is in: a step (or fresh count) at an epoch's end starts the
+        next, up to the run's last epoch, which the run's last step ends."""
+        nxt = self.epochs_done(tick) + 1
+        return nxt if self.max_epochs is None else min(nxt, self.max_epochs)
+
+    def finished(self, tick: Tick) -> bool:
+        """True once `tick` has passed the run's last epoch (then no epoch is left to time)."""
+        return self.max_epochs is not None and self.epochs_done(tick) >= self.max_epochs
 
 
 def progress_figures(prev: Tick, cur: Tick, clock: EpochClock, echo_factor: float) -> dict[str, float | int | None]:
@@ -37,14 +51,15 @@ def progress_figures(prev: Tick, cur: Tick, clock: EpochClock, echo_factor: floa
     dt = cur.t - prev.t
     step_rate = (cur.steps - prev.steps) / dt if dt > 0 else 0.0
     examples_per_s = (cur.trained - prev.trained) / dt if dt > 0 else 0.0
-    if clock.by_fresh:
-        epoch = (cur.fresh or 0) // clock.n_train + 1
+    epoch = clock.epoch_of(cur)
+    if clock.finished(cur):  # after the last step: evaluation, checkpoint, shut-down
+        eta = 0.0
+    elif clock.by_fresh:
         fresh_rate = (cur.fresh - prev.fresh) / dt if cur.fresh is not None and prev.fresh is not None and dt > 0 \
             else 0.0
         left = epoch * clock.n_train - cur.fresh if cur.fresh is not None else None
         eta = left / fresh_rate if left is not None and fresh_rate > 0 else None
     else:
-        epoch = cur.steps // clock.steps_per_epoch + 1
         left_steps = clock.steps_per_epoch - cur.steps % clock.steps_per_epoch
         eta = left_steps / step_rate if step_rate > 0 else None
     return {"epoch": epoch, "step": cur.steps, "examples_per_s": examples_per_s, "fresh_examples": cur.fresh,
@@ -68,7 +83,9 @@ def progress_metrics(fig: dict[str, float | int | None]) -> dict[str, float | No
 
 class LiveProgress:
     """Fed every poll of the collector (runtime/monitor.py); emits figures once
-    `every_s` have passed since the last line (0: never)."""
+    `every_s` have passed since the last line (0: never), and none after a line that
+    showed the run's last epoch done: heartbeats go on while the run evaluates and
+    stops, and their lines read "epoch N+1 ... 0.0 ex/s" before the clock knew its end."""
 
     def __init__(self, clock: EpochClock, every_s: float, emit):
         self.clock, self.every_s, self.emit = clock, every_s, emit
@@ -80,6 +97,6 @@ class LiveProgress:
         cur = Tick(**tick)
         if self.prev is None or cur.steps < self.prev.steps:  # first heartbeat, or a restarted worker group
             self.prev = cur
-        elif cur.t - self.prev.t >= self.every_s:
+        elif cur.t - self.prev.t >= self.every_s and not self.clock.finished(self.prev):
             self.emit(progress_figures(self.prev, cur, self.clock, echo_factor))
             self.prev = cur
