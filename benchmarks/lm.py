@@ -93,6 +93,7 @@ SCALE = {
     "pipe_seconds": (20.0, 12.0, float, False),  # smoke: a BPE actor needs ~3 s to its first batch
     "pipe_repeats": (2, 1, int, False),
     "pipe_workers": (2, 2, int, False),
+    "pipe_name": ("text_pipeline", "text_pipeline", str, False),  # the output JSON's name
     "pipe_token_units": (400, 50, int, False),
     "index_path": (CORPUS, CORPUS + "/admin-guide", str, False),
     "index_vocab": (4096, 1024, int, False),

@@ -194,9 +194,9 @@ def part(a, results: Path, scale: dict) -> list[str]:
         out[kind] = res
         print(f"pipeline {kind}: tokenizer {res['tokenizer']['MB_per_s']:.2f} MB/s/thread; echoray / DataLoader "
               f"{res['echoray_vs_dataloader']['median']}", flush=True)
-    common.save("text_pipeline", out, a, path=results / "text_pipeline.json", repeats=a.pipe_repeats,
+    common.save(a.pipe_name, out, a, path=results / f"{a.pipe_name}.json", repeats=a.pipe_repeats,
                 end_load=common.settled_load())
-    return ["text_pipeline"]
+    return [a.pipe_name]
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--dataloader-arm"]:
