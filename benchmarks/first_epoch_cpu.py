@@ -28,7 +28,6 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import psutil
 from common import REPO, save, settled_load
@@ -175,7 +174,7 @@ def main() -> None:
                                      capture_output=True, text=True, check=True)
                 r = json.loads(out.stdout.strip().splitlines()[-1])
             else:
-                r = windowed(lambda: echoray_epoch(cfg) if arm == "echoray" else empty_pool())
+                r = windowed((lambda: echoray_epoch(cfg)) if arm == "echoray" else empty_pool)
             r.update(repeat=rep, load_avg_1m_start=load)
             runs[arm].append(r)
             print(arm, json.dumps(r), flush=True)

@@ -3,7 +3,7 @@
 A TorchTrainer runs the user's own train_loop_per_worker on 2 CPU workers; echoray supplies:
 - echoray.data.repeat_epochs + echo_dataset: the run as one stream of (epoch, sample) rows,
   echoed by a fractional factor (seeded per sample) after the expensive part (here: making
-  the images), then echo_batches: Ray Data's local shuffle buffer and echoray's packer;
+  the images), then echo_batches: echoray's local shuffle buffer and its packer;
 - echoray.train grouped batch augmentation: the 2 workers form one group of M = 2; the
   leader reads (GroupedDataConfig gives one shard per group) and group_batches sends its
   batches to the member; each member augments view v = its member index (view_keys) with

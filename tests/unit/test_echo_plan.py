@@ -210,14 +210,19 @@ def test_a_shared_stream_at_a_fixed_factor_trains_no_extra_copies():
 def test_the_first_one_call_blocks_cover_every_workers_first_batch():
     """A map task's rows reach the stream when it ends, so the plan starts with one-call
     blocks: two per actor, and where workers keep a shuffle buffer as many as their first
-    batches need (each worker's buffer as Ray Data holds it, 1.5x, plus a batch), at most 64."""
+    batches need (the rows each worker's buffer holds first, data/shuffle_buffer.py), at
+    most 64."""
     from echoray.data.pipeline import MAX_FIRST_BLOCKS, first_block_count
+    from echoray.data.shuffle_buffer import rows_before_first_batch
 
     digits = PipelineConfig.model_validate({})  # the embedded default: 512-row buffer, batch 64, 1 actor
-    assert first_block_count(digits, 128) == -(-(768 + 64) // 128) == 7
+    assert rows_before_first_batch(512, 64) == 512 and rows_before_first_batch(16, 64) == 64
+    assert rows_before_first_batch(None, 64) == 64
+    assert first_block_count(digits, 128) == 512 // 128 == 4
+    assert first_block_count(digits, 100) == 6  # ceil(512 / 100)
     assert first_block_count(digits, 4096) == 2  # one call fills it: two per actor still
     no_shuffle = digits.model_copy(update={"echo": digits.echo.model_copy(update={"shuffle_buffer": 0})})
     assert first_block_count(no_shuffle, 16) == 2  # no buffer to fill: two per actor, as before
     two = digits.model_copy(update={"scaling": digits.scaling.model_copy(update={"num_workers": 2})})
-    assert first_block_count(two, 128) == -(-2 * 832 // 128) == 13
+    assert first_block_count(two, 128) == 2 * 512 // 128 == 8
     assert first_block_count(digits, 1) == MAX_FIRST_BLOCKS

@@ -88,15 +88,19 @@ def _with_epoch(batch: dict[str, np.ndarray], epoch: int) -> dict[str, np.ndarra
 def echo_batches(data, batch_size: int, *, shuffle_buffer: int = 512, seed: int = 0,
                  separate_copies: bool = True) -> Iterator[dict[str, np.ndarray]]:
     """Batches of exactly batch_size rows from a Dataset or a worker's DataIterator
-    (ray.train.get_dataset_shard): Ray Data's local shuffle buffer of `shuffle_buffer` rows
-    (0: none), then echoray's packer, which defers a copy whose (epoch, sample_id) is
-    already in the batch being built (separate_copies). floor(rows / batch_size) batches,
-    as drop_last would: workers given equal row counts take equal steps."""
+    (ray.train.get_dataset_shard): echoray's local shuffle buffer of `shuffle_buffer` rows
+    (0: none; data/shuffle_buffer.py, as a run's workers shuffle), then echoray's packer,
+    which defers a copy whose (epoch, sample_id) is already in the batch being built
+    (separate_copies). floor(rows / batch_size) batches, as drop_last would: workers
+    given equal row counts take equal steps."""
     from echoray.data.batching import pack_unique
+    from echoray.data.shuffle_buffer import shuffled_batches
 
-    it = data.iter_batches(batch_size=batch_size, batch_format="numpy",
-                           local_shuffle_buffer_size=shuffle_buffer or None,
-                           local_shuffle_seed=seed if shuffle_buffer else None)
+    if shuffle_buffer:
+        blocks = data.iter_batches(batch_size=None, batch_format="numpy")
+        it = shuffled_batches(blocks, batch_size, shuffle_buffer, seed)
+    else:
+        it = data.iter_batches(batch_size=batch_size, batch_format="numpy")
     return pack_unique(it, batch_size, max_carry=None if separate_copies else 0)
 
 

@@ -21,12 +21,13 @@ the workers' heartbeats) and text (a read unit's rows are not chunk_size).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
 from echoray.config import PipelineConfig
 from echoray.data.plan import chunks_per_call, plan_chunks, plan_rows
+from echoray.data.shuffle_buffer import exact_batches  # noqa: F401 - re-exported
 from echoray.data.sources import SourceIndex
 from echoray.echo_plan import shuffle_buffer_rows
 
@@ -72,21 +73,3 @@ def preprocess_calls(stage, plan: Batch, per_call: int) -> Iterator[Batch]:
         yield from stage({k: v[start : start + per_call] for k, v in plan.items()})
 
 
-def exact_batches(blocks: Iterable[Batch], batch_size: int) -> Iterator[Batch]:
-    """Consecutive rows of `blocks`, `batch_size` at a time, the last short batch dropped
-    (iter_batches with drop_last and no shuffle does the same)."""
-    held: list[Batch] = []
-    n = 0
-    for block in blocks:
-        if not len(block["sample_id"]):
-            continue
-        held.append(block)
-        n += len(block["sample_id"])
-        if n < batch_size:
-            continue
-        rows = {k: np.concatenate([b[k] for b in held]) if len(held) > 1 else held[0][k] for k in block}
-        cut = n - n % batch_size
-        for start in range(0, cut, batch_size):
-            yield {k: v[start : start + batch_size] for k, v in rows.items()}
-        held = [{k: v[cut:] for k, v in rows.items()}] if n > cut else []
-        n -= cut

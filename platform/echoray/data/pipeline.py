@@ -17,6 +17,7 @@ from echoray.config import PipelineConfig
 from echoray.data.output_blocks import apply_block_target, pipeline_block_target
 from echoray.data.plan import chunks_per_call, num_chunks, plan_chunks, read_plan  # noqa: F401 - num_chunks re-exported
 from echoray.data.preprocess_args import preprocess_args
+from echoray.data.shuffle_buffer import rows_before_first_batch
 from echoray.data.sources import SourceIndex
 from echoray.data.stages import Preprocess
 from echoray.echo_plan import EchoPlan, shuffle_buffer_rows
@@ -52,16 +53,13 @@ def block_rows(idx: SourceIndex, n_chunks: int, block_chunks: int) -> int:
     return block_chunks * -(-len(idx.train_ids) // max(n_chunks, 1))
 
 
-# Ray Data's local shuffle holds 1.5 times its buffer before it yields a first batch
-# (measured on the text benchmark: 400 rows for a buffer of 256).
-SHUFFLE_HOLD = 1.5
 MAX_FIRST_BLOCKS = 64  # one-call blocks cost a task each: a bound for very large buffers
 
 
 def first_block_count(cfg: PipelineConfig, rows_per_call: int) -> int:
     """One-call blocks at the plan's start: two per actor, and where the workers keep a
-    local shuffle buffer, enough calls for every worker's first batch (the buffer as Ray
-    Data holds it, and one batch).
+    local shuffle buffer, enough calls for every worker's first batch (the rows its
+    buffer holds first, data/shuffle_buffer.py).
     A map task's rows reach the stream when it ends or fills an output block (1 MiB,
     data/output_blocks.py), so where the first batch needed more rows than the first two
     calls made, it waited for a whole plan block: digits (512-row shuffle buffer, 128-row
@@ -71,7 +69,7 @@ def first_block_count(cfg: PipelineConfig, rows_per_call: int) -> int:
     buffer = shuffle_buffer_rows(cfg)
     if not buffer:  # no shuffle buffer (the image pipelines): a batch is a few calls' rows
         return floor
-    need = cfg.scaling.num_workers * (SHUFFLE_HOLD * buffer + cfg.train.batch_size)
+    need = cfg.scaling.num_workers * rows_before_first_batch(buffer, cfg.train.batch_size)
     return max(floor, min(MAX_FIRST_BLOCKS, -(-int(need) // max(1, rows_per_call))))
 
 

@@ -24,7 +24,8 @@ from echoray.seeds import STREAM_SAMPLER, derive_seed
 def batch_stream(data, cfg: PipelineConfig, group: int) -> Iterable[dict]:
     """The batches a reading worker takes from `data` (its Ray Train shard, or the Dataset
     of a run trained in process): exact sizes, a seeded local shuffle per group, also
-    where the worker echoes at consumption time (its pool then mixes shuffled rows).
+    where the worker echoes at consumption time (its pool then mixes shuffled rows). The
+    shuffle is data/shuffle_buffer.py's over whole blocks, as every reader's.
 
     The pool alone is not a shuffle: it is topped up a batch at a time, so it holds the
     last few hundred rows of the stream in stream order. A text read plan cuts files into
@@ -42,10 +43,17 @@ def batch_stream(data, cfg: PipelineConfig, group: int) -> Iterable[dict]:
     call late: on that benchmark (1-4 s a call) e = 8 read 577 sequences before its
     first step, and 281 without the window. StartedStream asks for the next batch in its
     own thread instead, as soon as it hands one out."""
-    return data.iter_batches(
-        batch_size=cfg.train.batch_size, batch_format="numpy", drop_last=True,
-        local_shuffle_buffer_size=shuffle_buffer_rows(cfg),
-        local_shuffle_seed=derive_seed(cfg.seed, STREAM_SAMPLER, group), prefetch_batches=0)
+    from echoray.data.shuffle_buffer import shuffled_batches
+
+    seed = derive_seed(cfg.seed, STREAM_SAMPLER, group)
+    buffer = shuffle_buffer_rows(cfg)
+    if not buffer:  # Ray Data cuts the batches: a block's rows stay in Arrow until then
+        return data.iter_batches(batch_size=cfg.train.batch_size, batch_format="numpy", drop_last=True,
+                                 prefetch_batches=0)
+    # whole blocks, shuffled and cut here (data/shuffle_buffer.py: Ray Data's local shuffle
+    # cost the reading thread about 0.5 ms a batch, the limit for small rows)
+    blocks = data.iter_batches(batch_size=None, batch_format="numpy", prefetch_batches=0)
+    return shuffled_batches(blocks, cfg.train.batch_size, buffer, seed)
 
 
 def head_started(cfg: PipelineConfig, idx, collector=None, first_epoch: int = 0, consumed=None,

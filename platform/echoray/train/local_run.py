@@ -6,16 +6,17 @@ collector. For unit tests of the loop's decisions and for benchmarks of its over
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import torch
 
 from echoray.config import PipelineConfig
-from echoray.data.head_start import exact_batches, preprocess_calls
+from echoray.data.head_start import preprocess_calls
 from echoray.data.plan import chunks_per_call, plan_chunks, read_plan
 from echoray.data.preprocess_args import preprocess_args
+from echoray.data.shuffle_buffer import shuffled_batches  # noqa: F401 - re-exported: tests and benchmarks feed loops with it
 from echoray.data.sources import SourceIndex
 from echoray.data.stages import Preprocess
 from echoray.records import Heartbeat
@@ -63,29 +64,6 @@ def preprocessed_blocks(cfg: PipelineConfig, idx: SourceIndex, first_epoch: int 
     for plan in read_plan(cfg.seed, cfg.train.max_epochs, plan_chunks(idx, cfg.source.chunk_size),
                           first_epoch=first_epoch):
         yield from preprocess_calls(stage, plan, chunks_per_call(cfg))
-
-
-def shuffled_batches(blocks: Iterable[dict[str, np.ndarray]], batch_size: int, buffer_rows: int | None,
-                     seed: int) -> Iterator[dict[str, np.ndarray]]:
-    """A local shuffle buffer as iter_batches(local_shuffle_buffer_size) keeps one: rows
-    wait until `buffer_rows` are held, then random ones leave a batch at a time."""
-    if not buffer_rows:  # no shuffle: consecutive rows, as data/head_start.py cuts them
-        yield from exact_batches(blocks, batch_size)
-        return
-    rng = np.random.default_rng(seed)
-    pool: dict[str, np.ndarray] | None = None
-    for block in blocks:
-        pool = block if pool is None else {k: np.concatenate([pool[k], block[k]]) for k in block}
-        while len(pool["sample_id"]) >= max(buffer_rows, batch_size):
-            pick = rng.choice(len(pool["sample_id"]), batch_size, replace=False)
-            keep = np.ones(len(pool["sample_id"]), dtype=bool)
-            keep[pick] = False
-            yield {k: v[pick] for k, v in pool.items()}
-            pool = {k: v[keep] for k, v in pool.items()}
-    while pool is not None and len(pool["sample_id"]) >= batch_size:  # drop_last
-        pick = rng.permutation(len(pool["sample_id"]))
-        yield {k: v[pick[:batch_size]] for k, v in pool.items()}
-        pool = {k: v[pick[batch_size:]] for k, v in pool.items()}
 
 
 def local_loop(cfg: PipelineConfig, idx: SourceIndex, collector: LocalCollector | None = None,

@@ -17,19 +17,20 @@ and per-trial exactness (every (epoch, sample_id) counted once, at its first cop
 its own.
 
 The trial echoes what it takes (consumption echo, train/consumption_echo.py) at its own
-factor; without example echo it shuffles and batches here (`shuffled_batches`), as Ray
-Data's local shuffle does for a private stream. Its held-out set comes decoded from the
+factor; without example echo it shuffles and batches here (`shuffled_batches`), as a
+private stream's reader does (data/shuffle_buffer.py). Its held-out set comes decoded from the
 hub too (`held_out`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
 from echoray.config import PipelineConfig
+from echoray.data.shuffle_buffer import shuffled_batches  # noqa: F401 - re-exported
 from echoray.echo_plan import EchoPlan, shuffle_buffer_rows
 from echoray.seeds import STREAM_SAMPLER, derive_seed
 
@@ -45,36 +46,6 @@ class StreamClosed(RuntimeError):
     did not fail by itself, so its run ends KILLED (run.py), as an interrupted run does. Seen
     in a SIGTERMed search: the driver's `finally` killed the hubs 0.3 s before Ray's SIGTERM
     reached a trial inside `hub.take`, and that run ended FAILED."""
-
-
-def _cat(a: Batch | None, b: Batch) -> Batch:
-    return b if a is None or not len(a["sample_id"]) else {k: np.concatenate([a[k], b[k]]) for k in b}
-
-
-def shuffled_batches(blocks: Iterable[Batch], batch_size: int, buffer_rows: int | None, seed: int) -> Iterator[Batch]:
-    """Exact batches of `batch_size` rows from blocks of any size, the last partial batch
-    dropped: with `buffer_rows`, each batch is drawn at random from a pool topped up to at
-    least that many rows (a seeded local shuffle); None: in stream order."""
-    rng = np.random.default_rng(seed)
-    pool: Batch | None = None
-    floor = max(buffer_rows or 0, batch_size)
-    it = iter(blocks)
-    exhausted = False
-    while True:
-        while not exhausted and (pool is None or len(pool["sample_id"]) < floor):
-            block = next(it, None)
-            if block is None:
-                exhausted = True
-            else:
-                pool = _cat(pool, block)
-        n = 0 if pool is None else len(pool["sample_id"])
-        if n < batch_size:
-            return
-        chosen = np.sort(rng.choice(n, batch_size, replace=False)) if buffer_rows else np.arange(batch_size)
-        keep = np.ones(n, dtype=bool)
-        keep[chosen] = False
-        yield {k: v[chosen] for k, v in pool.items()}
-        pool = {k: v[keep] for k, v in pool.items()}
 
 
 class SharedStream:
