@@ -2,8 +2,8 @@
 
 `shuffled_batches(blocks, batch_size, buffer_rows, seed)` yields exact batches of
 `batch_size` rows drawn uniformly at random from a buffer that holds at least
-`buffer_rows` rows (and a batch) before each draw while the stream lasts, then drains
-it; every row of `blocks` is in exactly one batch, except the fewer than `batch_size`
+max(`buffer_rows`, `batch_size`) rows before each draw while the stream lasts, then
+drains it; every row of `blocks` is in exactly one batch, except the fewer than `batch_size`
 rows left at the very end (dropped, as `drop_last`). No buffer: consecutive rows
 (`exact_batches`). The draw depends only on `seed` and the blocks' rows in order, so
 readers with one seed and one stream (a batch-augmentation group) make the same
