@@ -4,7 +4,12 @@ uniform within the buffer."""
 import numpy as np
 import pytest
 
-from echoray.data.shuffle_buffer import ShuffleBuffer, exact_batches, rows_before_first_batch, shuffled_batches
+from echoray.data.shuffle_buffer import (
+    ShuffleBuffer,
+    exact_batches,
+    rows_before_first_batch,
+    shuffled_batches,
+)
 
 
 def blocks_of(sizes: list[int]) -> list[dict]:
