@@ -23,12 +23,12 @@ CASES = (("before_augment", 2.0), ("after_augment", 2.0), ("before_augment", 2.5
 
 def run(stage: str, factor: float, seed: int, target: float) -> dict:
     from echoray.config_load import load_config
+    from echoray.data.shuffle_buffer import shuffled_batches
     from echoray.data.sources import index_source
     from echoray.train.local_run import (
         LocalCollector,
         local_loop,
         preprocessed_blocks,
-        shuffled_batches,
     )
 
     cfg = load_config(None, [f"seed={seed}", f"train.target={target}", "train.max_epochs=20", "audit.enabled=true",

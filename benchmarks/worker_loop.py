@@ -25,7 +25,8 @@ from common import save
 
 
 def batches_in_memory(cfg, idx):
-    from echoray.train.local_run import preprocessed_blocks, shuffled_batches
+    from echoray.data.shuffle_buffer import shuffled_batches
+    from echoray.train.local_run import preprocessed_blocks
 
     return list(shuffled_batches(preprocessed_blocks(cfg, idx), cfg.train.batch_size, 512, 0))
 

@@ -23,12 +23,13 @@ import torch
 
 import echoray.runtime.monitor as monitor
 from echoray.config_load import load_config
+from echoray.data.shuffle_buffer import shuffled_batches
 from echoray.data.sources import index_source
 from echoray.runtime import stop
 from echoray.runtime.resources import plan_resources
 from echoray.runtime.signals import Terminated, sigterm_interrupts
 from echoray.train.faults import RunAborted
-from echoray.train.local_run import local_loop, preprocessed_blocks, shuffled_batches
+from echoray.train.local_run import local_loop, preprocessed_blocks
 
 torch.set_num_threads(1)
 OVERRIDES = ["train.target=null", "source.limit=256", "train.max_epochs=6", "train.batch_size=32",

@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 from echoray.config_load import load_config
-from echoray.data.head_start import exact_batches, head_rows, head_start_chunks, preprocess_calls
+from echoray.data.head_start import head_rows, head_start_chunks, preprocess_calls
 from echoray.data.plan import plan_chunks, plan_rows, read_plan
+from echoray.data.shuffle_buffer import exact_batches
 from echoray.data.sources import index_source
 
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from echoray.config_load import load_config
+from echoray.data.shuffle_buffer import shuffled_batches
 from echoray.data.sources import index_source
 from echoray.metrics import METRICS, metric_named
 from echoray.train.lm import TransformerLM, lm_loss, split_tokens
@@ -17,7 +18,6 @@ from echoray.train.local_run import (
     LocalCollector,
     local_loop,
     preprocessed_blocks,
-    shuffled_batches,
 )
 
 torch.set_num_threads(1)

@@ -1,12 +1,12 @@
 """The shared stream's window (tune/stream_window.py) for several consumers in one process,
 the producer's read counts (tune/read_counts.py) and the consumer's batching
-(tune/share_consumer.py shuffled_batches): exact positions, holds and rows."""
+(data/shuffle_buffer.py shuffled_batches, which tune/share_consumer.py uses): exact positions, holds and rows."""
 
 import numpy as np
 import pytest
 
+from echoray.data.shuffle_buffer import shuffled_batches
 from echoray.tune.read_counts import ReadCounter
-from echoray.tune.share_consumer import shuffled_batches
 from echoray.tune.stream_window import StreamWindow
 
 

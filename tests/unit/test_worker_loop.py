@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from echoray.config_load import load_config
+from echoray.data.shuffle_buffer import shuffled_batches
 from echoray.data.sources import index_source
 from echoray.records import CheckpointMeta
 from echoray.train.checkpoint import Restored
@@ -19,7 +20,6 @@ from echoray.train.local_run import (
     LocalCollector,
     local_loop,
     preprocessed_blocks,
-    shuffled_batches,
 )
 from echoray.train.loop import check_evals_per_epoch, eval_due_at_step, steps_per_data_epoch
 from echoray.train.loop_state import LoopState

@@ -27,7 +27,6 @@ import numpy as np
 
 from echoray.config import PipelineConfig
 from echoray.data.plan import chunks_per_call, plan_chunks, plan_rows
-from echoray.data.shuffle_buffer import exact_batches  # noqa: F401 - re-exported
 from echoray.data.sources import SourceIndex
 from echoray.echo_plan import shuffle_buffer_rows
 

@@ -8,8 +8,8 @@ rows left at the very end (dropped, as `drop_last`). No buffer: consecutive rows
 (`exact_batches`). The draw depends only on `seed` and the blocks' rows in order, so
 readers with one seed and one stream (a batch-augmentation group) make the same
 batches. Every reader uses it: a worker's Ray Data stream (train/early_stream.py), a
-trial on a shared stream (tune/share_consumer.py) and a loop fed in process
-(train/local_run.py), so the three make the same batches from the same blocks.
+trial on a shared stream (tune/share_consumer.py) and the tests and benchmarks that feed
+train/local_run.py's loop in process, so all make the same batches from the same blocks.
 
 Why not Ray Data's `iter_batches(local_shuffle_buffer_size=...)`: its batcher takes each
 batch out of an Arrow table and converts it to numpy, about 0.5 ms a batch in the

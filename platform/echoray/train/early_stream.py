@@ -63,7 +63,6 @@ def head_started(cfg: PipelineConfig, idx, collector=None, first_epoch: int = 0,
     the actor pool starts on the rest, else batch_stream over the whole plan's Dataset.
     The same batches either way; the Dataset is built at the first next()."""
     from echoray.data.head_start import (
-        exact_batches,
         head_rows,
         head_start_chunks,
         preprocess_calls,
@@ -71,6 +70,7 @@ def head_started(cfg: PipelineConfig, idx, collector=None, first_epoch: int = 0,
     from echoray.data.pipeline import build_train_dataset
     from echoray.data.plan import chunks_per_call
     from echoray.data.preprocess_args import preprocess_args
+    from echoray.data.shuffle_buffer import exact_batches
     from echoray.data.stages import Preprocess
 
     chunks = head_start_chunks(cfg, idx, first_epoch)

@@ -16,7 +16,6 @@ from echoray.config import PipelineConfig
 from echoray.data.head_start import preprocess_calls
 from echoray.data.plan import chunks_per_call, plan_chunks, read_plan
 from echoray.data.preprocess_args import preprocess_args
-from echoray.data.shuffle_buffer import shuffled_batches  # noqa: F401 - re-exported: tests and benchmarks feed loops with it
 from echoray.data.sources import SourceIndex
 from echoray.data.stages import Preprocess
 from echoray.records import Heartbeat

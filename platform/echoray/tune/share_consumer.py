@@ -30,7 +30,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from echoray.config import PipelineConfig
-from echoray.data.shuffle_buffer import shuffled_batches  # noqa: F401 - re-exported
+from echoray.data.shuffle_buffer import shuffled_batches
 from echoray.echo_plan import EchoPlan, shuffle_buffer_rows
 from echoray.seeds import STREAM_SAMPLER, derive_seed
 
