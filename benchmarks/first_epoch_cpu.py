@@ -36,11 +36,11 @@ FILES = REPO / "benchmarks" / "data" / "jpeg-2000"
 RAY_DATA_ACTORS = ("_StatsActor", "_AutoscalingCoordinator", "ActorLocationTracker")
 
 
-def group(pid: int, cmd: str) -> str:
+def group(pid: int, cmd: str, me: int, children: set[int]) -> str:
     """The process's part in a run: the pool's actors, Ray Data's own actors, the run's
     collector, this process (or the DataLoader's main process), its children (the
     DataLoader's workers), Ray's other processes, the rest of the machine."""
-    if pid == psutil.Process().pid:
+    if pid == me:
         return "this_process"
     if cmd.startswith("ray::MapWorker"):
         return "pool_actors"
@@ -48,7 +48,7 @@ def group(pid: int, cmd: str) -> str:
         return "ray_data_own_actors"
     if cmd.startswith("ray::RunCollector"):
         return "run_collector"
-    if pid in {c.pid for c in psutil.Process().children(recursive=True)} and "ray" not in cmd:
+    if pid in children and "ray" not in cmd:
         return "children"
     if "ray" in cmd:
         return "ray_other"
@@ -74,9 +74,11 @@ def machine_busy_s() -> float:
 def by_group(before: dict, after: dict) -> dict[str, float]:
     """CPU-seconds each group used between two snapshots (a process that ended between
     them is lost: the machine-wide figure holds it)."""
+    me = psutil.Process()
+    children = {c.pid for c in me.children(recursive=True)}  # once, not per process
     out: dict[str, float] = collections.Counter()
     for pid, (cmd, cpu) in after.items():
-        out[group(pid, cmd)] += cpu - before.get(pid, (cmd, 0.0))[1]
+        out[group(pid, cmd, me.pid, children)] += cpu - before.get(pid, (cmd, 0.0))[1]
     return {k: round(v, 3) for k, v in sorted(out.items())}
 
 
