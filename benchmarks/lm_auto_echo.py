@@ -19,6 +19,19 @@ seeds 0-4, and within seed 0, 55 for the 800 an e = 8 run reads against 87 for t
 other (benchmarks/results/lm_auto_echo.json at commit f36958f: upstream 45-146 sequences
 a second, R 3.1-12.0 per run). source.max_rows_ahead keeps the actor from reading far
 ahead of training, so a run is input-bound from its first step.
+The corpus is stored plain (--auto-corpus plain: the .rst.gz files unpacked into the
+work folder once), so that the read plan cuts it into source.range_bytes (4,096-byte)
+ranges of about 63 sequences, as a store of plain text serves byte ranges. Read from the
+.gz files (--auto-corpus gz) a read unit is a whole document (gzip cannot be entered
+mid-stream) of 2 to 1,711 sequences, and a run's first step waited for its first two
+calls' documents: 188 to 1,055 sequences read before the first step (3-13 s at the
+store's rate), different by seed and even by arm within a seed (s3: 284 at e = 1, 899
+under auto), a wait that is the same work in every arm and took up to half of a fast
+arm's time to target (results/lm_auto_echo_numpy_shuffle*.json).
+The probe runs the whole budget, not to the target (stopped at the target it trained 65
+steps, and its downstream rate read 406 sequences/s where the timed runs trained 530-720:
+R 7.7 where 5 was asked, lm_auto_echo_numpy_shuffle_s5_9.json); a check run at e = 1 on the
+store so found then measures R, and the store's rate is scaled once by R measured / R asked.
 Echo is example echo (echo.stage before_augment: for text the same point as
 after_augment, the sequence repeated in the actor; under auto on the reading worker).
 
@@ -37,6 +50,8 @@ e = 5), and auto's time within 10% of the best fixed factor's.
 
 from __future__ import annotations
 
+import gzip
+import shutil
 import statistics
 from pathlib import Path
 
@@ -53,6 +68,36 @@ def remote(store: dict) -> str:
     return f"source.remote={{latency_ms: {store['latency_ms']}" + (f", bandwidth_mb_s: {bw}}}" if bw else "}")
 
 
+def plain_copy(src: Path, dest: Path) -> Path:
+    """dest: the tree of src with every .gz file unpacked (name without .gz), other files
+    copied; made once (a finished copy is marked, an unfinished one is made again)."""
+    done = dest / ".complete"
+    if done.exists():
+        return dest
+    shutil.rmtree(dest, ignore_errors=True)
+    for f in sorted(p for p in src.rglob("*") if p.is_file()):
+        out = dest / f.relative_to(src)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if f.suffix == ".gz":
+            out.with_suffix("").write_bytes(gzip.decompress(f.read_bytes()))
+        else:
+            shutil.copyfile(f, out)
+    done.touch()
+    return dest
+
+
+def corpus_keys(a) -> list[str]:
+    """The source.path override of --auto-corpus plain (nothing for gz)."""
+    if a.auto_corpus not in ("plain", "gz"):
+        raise SystemExit(f"--auto-corpus {a.auto_corpus!r}: plain or gz")
+    if a.auto_corpus == "gz":
+        return []
+    from echoray.config_load import load_config
+
+    src = Path(load_config(lm_common.PIPELINE, [*lm_common.SMALL, *a.set]).source.path)
+    return [f"source.path={plain_copy(src, Path(a.work) / 'corpus-plain')}"]
+
+
 def overrides(a, c: lm_common.Corpus, factor: str, store: dict, seed: int) -> list[str]:
     stage = "none" if factor == "1" else "before_augment"
     budget = a.auto_budget_tokens // c.seq_len
@@ -62,11 +107,11 @@ def overrides(a, c: lm_common.Corpus, factor: str, store: dict, seed: int) -> li
             f"train.batch_size={a.auto_batch}", f"train.target={a.auto_target}",
             f"train.max_fresh_examples={budget}",
             f"train.evals_per_epoch={lm_common.evals_for(c, a.auto_batch, budget, a.auto_evals)}",
-            *a.set]
+            *a.set, *a.auto_source]
 
 
-def one_run(a, c: lm_common.Corpus, factor: str, store: dict, seed: int) -> dict:
-    s = lm_common.run(overrides(a, c, factor, store, seed), f"auto-e{factor}-s{seed}")
+def one_run(a, c: lm_common.Corpus, factor: str, store: dict, seed: int, extra: tuple = ()) -> dict:
+    s = lm_common.run([*overrides(a, c, factor, store, seed), *extra], f"auto-e{factor}-s{seed}")
     up, head, train_t = s["upstream_examples_per_s"], s["source_reads_before_first_step"] or 0, s["train_time_to_target_s"]
     crossed = lm_common.crossing(s["history"], a.auto_target, at="train_s")
     return {"factor": factor, "seed": seed, "steps": s["steps"], "step_rate": echo.steady_step_rate(s),
@@ -106,6 +151,18 @@ def bandwidth_for(r_target: float, probe_ms: float, up0: float, down: float, req
     return round(bytes_per_seq / transfer_s / 1e6, 6) if transfer_s > 0 else None
 
 
+def rescaled(store: dict, r_measured: float | None, r_target: float) -> dict:
+    """The store whose rate makes a run's R r_target where `store` gave r_measured: the
+    upstream rate is the store's transfer rate (a sequence's compute is 1-2% of its
+    transfer at R 5), R = downstream / upstream, so the rate scales by r_measured /
+    r_target (per request: the latency by r_target / r_measured)."""
+    if not r_measured:
+        return store
+    if store.get("bandwidth_mb_s"):
+        return {**store, "bandwidth_mb_s": round(store["bandwidth_mb_s"] * r_measured / r_target, 6)}
+    return {**store, "latency_ms": round(store["latency_ms"] * r_target / r_measured, 2)}
+
+
 def store_for(a, c: lm_common.Corpus, probe: dict) -> dict:
     """The emulated store of the timed runs (--auto-store): per byte, or per request."""
     k = c.requests_per_sequence
@@ -133,12 +190,16 @@ def goals(rows: list[dict]) -> dict:
 def part(a, results: Path, scale: dict) -> list[str]:
     if a.auto_store not in ("bandwidth", "latency"):
         raise SystemExit(f"--auto-store {a.auto_store!r}: bandwidth or latency")
-    c = lm_common.corpus(a.set)
+    a.auto_source = corpus_keys(a)
+    c = lm_common.corpus([*a.set, *a.auto_source])
     k = c.requests_per_sequence
-    probe = one_run(a, c, "1", {"latency_ms": a.auto_probe_ms}, a.auto_seeds[0])
-    store = store_for(a, c, probe)
-    print(f"auto: probe at {a.auto_probe_ms} ms/request measured R {probe['measured_R']:.2f}; "
-          f"R {a.auto_r} needs {store} ({k:.4f} requests, {c.bytes_per_sequence:.1f} bytes per sequence)", flush=True)
+    probe = one_run(a, c, "1", {"latency_ms": a.auto_probe_ms}, a.auto_seeds[0], ("train.target=null",))
+    first = store_for(a, c, probe)
+    check = one_run(a, c, "1", first, a.auto_seeds[0], ("train.target=null", f"train.max_fresh_examples={a.auto_check}"))
+    store = rescaled(first, check["measured_R"], a.auto_r)
+    print(f"auto: probe at {a.auto_probe_ms} ms/request measured R {probe['measured_R']:.2f}; R {a.auto_r} needs "
+          f"{first} ({k:.4f} requests, {c.bytes_per_sequence:.1f} bytes per sequence); there a check run "
+          f"measured R {check['measured_R'] or 0:.2f}: the timed runs' store {store}", flush=True)
     runs = []
     for seed in a.auto_seeds:
         for f in a.auto_factors:
@@ -153,7 +214,8 @@ def part(a, results: Path, scale: dict) -> list[str]:
     save(a.auto_name, {"R_target": a.auto_r, "R": r_mean, "store": a.auto_store, "latency_ms": store["latency_ms"],
                           "bandwidth_mb_s": store["bandwidth_mb_s"], "requests_per_sequence": k,
                           "bytes_per_sequence": c.bytes_per_sequence,
-                          "probe": probe, "target_bits_per_byte": a.auto_target, "corpus": vars(c),
+                          "corpus_storage": a.auto_corpus, "probe": probe, "check_store": first, "check": check,
+                          "target_bits_per_byte": a.auto_target, "corpus": vars(c),
                           "model": lm_common.SMALL, "extra": a.set, "scale": scale, "rows": rows,
                           "goals": verdict, "runs": runs},
          a, path=results / f"{a.auto_name}.json", seeds=a.auto_seeds)
