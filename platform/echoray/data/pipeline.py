@@ -20,7 +20,7 @@ from echoray.data.preprocess_args import preprocess_args
 from echoray.data.shuffle_buffer import rows_before_first_batch
 from echoray.data.sources import SourceIndex
 from echoray.data.stages import Preprocess
-from echoray.echo_plan import EchoPlan, shuffle_buffer_rows
+from echoray.echo_plan import EchoPlan, shuffle_buffer_rows, stream_buffer_rows
 
 
 def plan_block_chunks(planned_chunks: int, max_actors: int, max_chunks: int = 4096) -> int:
@@ -66,7 +66,7 @@ def first_block_count(cfg: PipelineConfig, rows_per_call: int) -> int:
     calls) behind a store of 10 ms a sample read all 1,024 samples of a 2-epoch run
     before its first step."""
     floor = 2 * cfg.preprocess.actors.max_size
-    buffer = shuffle_buffer_rows(cfg)
+    buffer = stream_buffer_rows(cfg)
     if not buffer:  # no shuffle buffer (the image pipelines): a batch is a few calls' rows
         return floor
     need = cfg.scaling.num_workers * rows_before_first_batch(buffer, cfg.train.batch_size)

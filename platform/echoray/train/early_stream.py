@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 
 from echoray.config import PipelineConfig
-from echoray.echo_plan import shuffle_buffer_rows  # noqa: F401 - re-exported
+from echoray.echo_plan import shuffle_buffer_rows, stream_buffer_rows  # noqa: F401 - shuffle_buffer_rows re-exported
 from echoray.seeds import STREAM_SAMPLER, derive_seed
 
 
@@ -46,7 +46,7 @@ def batch_stream(data, cfg: PipelineConfig, group: int) -> Iterable[dict]:
     from echoray.data.shuffle_buffer import shuffled_batches
 
     seed = derive_seed(cfg.seed, STREAM_SAMPLER, group)
-    buffer = shuffle_buffer_rows(cfg)
+    buffer = stream_buffer_rows(cfg)
     if not buffer:  # Ray Data cuts the batches: a block's rows stay in Arrow until then
         return data.iter_batches(batch_size=cfg.train.batch_size, batch_format="numpy", drop_last=True,
                                  prefetch_batches=0)
