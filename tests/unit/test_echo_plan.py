@@ -10,7 +10,13 @@ import pytest
 
 from echoray.config import PipelineConfig
 from echoray.data.preprocess_args import preprocess_args
-from echoray.echo_plan import EchoPlan, echoes_batches, echoes_examples, shuffle_buffer_rows
+from echoray.echo_plan import (
+    EchoPlan,
+    echoes_batches,
+    echoes_examples,
+    shuffle_buffer_rows,
+    stream_buffer_rows,
+)
 
 # site: who echoes. actor_before / actor_after: the preprocessing actor, before / after
 # augmenting; consumption: the reading worker as it takes rows (auto); batches: the worker
@@ -200,6 +206,35 @@ def test_a_blocks_rows_are_the_split_over_its_chunks():
     assert block_rows(text, 179, 2) == 2 * 205
     images = SimpleNamespace(train_ids=np.arange(1000))  # 32 ids a chunk: 32 chunks
     assert block_rows(images, 32, 4) == 4 * 32
+
+
+def with_echo(cfg: PipelineConfig, **echo) -> PipelineConfig:
+    return cfg.model_copy(update={"echo": cfg.echo.model_copy(update=echo)})
+
+
+@pytest.mark.parametrize("stage, factor, on, ops", [row[:4] for row in TABLE])
+def test_the_stream_shuffle_holds_fresh_rows_over_autos_start_factor(stage, factor, on, ops):
+    """Under auto at consumption the stream's shuffle holds the pool's rows over the start
+    factor (null: the cap), at least two batches; everywhere else it is the pool's size."""
+    cfg = config(stage, factor, on, ops)  # 512-row buffer, batch 64, cap 8
+    if EchoPlan.from_config(cfg).at_consumption and factor == "auto":
+        assert stream_buffer_rows(cfg) == 128  # max(2 x 64, 512 / 8)
+        assert stream_buffer_rows(with_echo(cfg, start_factor=2.0)) == 256
+        assert stream_buffer_rows(with_echo(cfg, start_factor=1.0)) == 512
+        assert stream_buffer_rows(with_echo(cfg, start_factor=3.0)) == 171  # ceil(512 / 3)
+    else:
+        assert stream_buffer_rows(cfg) == shuffle_buffer_rows(cfg) == 512
+    assert stream_buffer_rows(with_echo(cfg, shuffle_buffer=0)) is None
+
+
+def test_autos_first_batch_waits_for_its_stream_shuffle_only():
+    """first_block_count reads the stream's shuffle: under auto at the cap a quarter of the
+    one-call blocks that the pool's size would ask for (128 rows, not 512)."""
+    from echoray.data.pipeline import first_block_count
+
+    auto = config("after_augment", "auto", "cpu", "ops")
+    assert first_block_count(auto, 32) == 128 // 32 == 4
+    assert first_block_count(with_echo(auto, start_factor=1.0), 32) == 512 // 32 == 16
 
 
 def test_a_shared_stream_at_a_fixed_factor_trains_no_extra_copies():
