@@ -65,6 +65,7 @@ SCALE = {
     "f5_trained_cap": (2.5, 4.0, float, False),  # a run trains at most this x f5_budget_tokens
     "f5_stage": ("batch", "batch", str, False),
     "f5_worth": (0.5, 0.5, float, False),
+    "f5_name": ("lm_echo_figure5", "lm_echo_figure5", str, False),  # the output files' name (.json, .png)
     "auto_r": (5.0, 5.0, float, False),
     "auto_factors": (["1", "2", "4", "8", "auto"], ["1", "4", "auto"], str, True),
     # 5 seeds: e = 1's time to target ranged 23.8-53.1 s over seeds 0-4 with one store
@@ -89,6 +90,7 @@ SCALE = {
     "ba_budget_tokens": (200_000, 40_000, int, False),
     "ba_evals": (2, 1, int, False),
     "ba_eval_limit": (1024, 128, int, False),
+    "ba_name": ("lm_ba", "lm_ba", str, False),  # the output JSON's name
     "pipe_path": (CORPUS, CORPUS + "/admin-guide", str, False),
     "pipe_tokenizers": (["bytes", "bpe"], ["bytes", "bpe"], str, True),
     "pipe_vocab": (4096, 1024, int, False),

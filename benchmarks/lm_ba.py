@@ -59,6 +59,6 @@ def part(a, results: Path, scale: dict) -> list[str]:
         d = t["vs_m1"]
         print(f"ba M {t['copies']}: {t['bits_per_byte']['mean']:.4f} bits/byte "
               f"[{t['bits_per_byte']['min']:.4f}, {t['bits_per_byte']['max']:.4f}], vs M = 1 {d['mean']:+.4f}", flush=True)
-    save("lm_ba", {"corpus": vars(c), "model": lm_common.SMALL, "extra": a.set, "scale": scale, "rows": table,
-                   "runs": runs}, a, path=results / "lm_ba.json", seeds=a.ba_seeds)
-    return ["lm_ba"]
+    save(a.ba_name, {"corpus": vars(c), "model": lm_common.SMALL, "extra": a.set, "scale": scale, "rows": table,
+                   "runs": runs}, a, path=results / f"{a.ba_name}.json", seeds=a.ba_seeds)
+    return [a.ba_name]

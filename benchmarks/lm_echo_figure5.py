@@ -167,9 +167,9 @@ def part(a, results: Path, scale: dict) -> list[str]:
         print(v["statement"], flush=True)
     results.mkdir(parents=True, exist_ok=True)
     title = f"small LM, {a.f5_stage} echo, target {a.f5_target} bits/byte, {len(a.f5_seeds)} seeds"
-    png = plot(pts, results / "lm_echo_figure5.png", title)
-    save("lm_echo_figure5", {"stage": a.f5_stage, "target_bits_per_byte": a.f5_target, "corpus": vars(c),
+    png = plot(pts, results / f"{a.f5_name}.png", title)
+    save(a.f5_name, {"stage": a.f5_stage, "target_bits_per_byte": a.f5_target, "corpus": vars(c),
                              "model": lm_common.SMALL, "extra": a.set, "scale": scale, "points": pts,
                              "worth": verdict, "runs": runs, "plot": png.name},
-         a, path=results / "lm_echo_figure5.json", seeds=a.f5_seeds)
-    return ["lm_echo_figure5"]
+         a, path=results / f"{a.f5_name}.json", seeds=a.f5_seeds)
+    return [a.f5_name]
