@@ -21,7 +21,7 @@ a second, R 3.1-12.0 per run). source.max_rows_ahead keeps the actor from readin
 ahead of training, so a run is input-bound from its first step.
 The corpus is stored plain (--auto-corpus plain: the .rst.gz files unpacked into the
 work folder once), so that the read plan cuts it into source.range_bytes (4,096-byte)
-ranges of about 63 sequences, as a store of plain text serves byte ranges. Read from the
+ranges of about 48 sequences, as a store of plain text serves byte ranges. Read from the
 .gz files (--auto-corpus gz) a read unit is a whole document (gzip cannot be entered
 mid-stream) of 2 to 1,711 sequences, and a run's first step waited for its first two
 calls' documents: 188 to 1,055 sequences read before the first step (3-13 s at the

@@ -142,7 +142,7 @@ def stream_buffer_rows(cfg) -> int | None:
     over the start factor, at least two batches), so the first batch waits for as many
     fresh rows as that factor's does. Sized as the pool, it held 256 fresh sequences
     first where e = 8's held 32 (8 copies each): on benchmarks/lm_auto_echo.py auto read
-    324-378 sequences before its first step, e = 8 72-252, and took 1.46x e = 8's time to
+    275-378 sequences before its first step, e = 8 72-252, and took 1.46x e = 8's time to
     the target with 1.07x its training time (results/lm_auto_echo_plain.json)."""
     rows = shuffle_buffer_rows(cfg)
     plan = EchoPlan.from_config(cfg)

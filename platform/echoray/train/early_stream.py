@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 
 from echoray.config import PipelineConfig
-from echoray.echo_plan import shuffle_buffer_rows, stream_buffer_rows  # noqa: F401 - shuffle_buffer_rows re-exported
+from echoray.echo_plan import stream_buffer_rows
 from echoray.seeds import STREAM_SAMPLER, derive_seed
 
 

@@ -32,7 +32,7 @@ from echoray.config import PipelineConfig
 from echoray.data.augment import output_size
 from echoray.data.batching import pack_unique, sample_keys
 from echoray.data.replay import ConsumedLog
-from echoray.echo_plan import EchoPlan
+from echoray.echo_plan import EchoPlan, shuffle_buffer_rows
 from echoray.metrics import metric_named
 from echoray.records import EpochRecord, FinalRecord, Heartbeat, PendingBatch
 from echoray.seeds import STREAM_MODEL, STREAM_SAMPLER, derive_seed
@@ -46,7 +46,7 @@ from echoray.train.batch_augment import (
 )
 from echoray.train.consumption_echo import ConsumptionEcho, agree_min
 from echoray.train.device import LossMeter, Precision, ToDevice, memory_format
-from echoray.train.early_stream import StartedStream, batch_stream, shuffle_buffer_rows  # noqa: F401 - re-exported
+from echoray.train.early_stream import StartedStream, batch_stream
 from echoray.train.evaluate import Normalizer
 from echoray.train.faults import RunAborted
 from echoray.train.ghost_bn import use_ghost_batch_norm
