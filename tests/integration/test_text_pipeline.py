@@ -64,10 +64,20 @@ def test_tiny_lm_end_to_end_exact_counts_and_mlflow(run_pipeline, repo, tmp_path
 
 
 def test_bpe_from_s3_saves_its_tokenizer(run_pipeline, repo, s3, tmp_path, sqlite_uri):
-    uri = s3.upload(write_corpus(tmp_path / "corpus"), s3.make_bucket("echoray-text") + "/docs")
+    root = write_corpus(tmp_path / "corpus")
+    rng = random.Random(1)  # and one .gz of several ranges stored (4 KB), read range by range from the bucket
+    big = "".join(f"{rng.randint(0, 10**9)} {rng.choice(['lock', 'page'])}\n" for _ in range(3000)).encode()
+    (root / "big.txt.gz").write_bytes(gzip.compress(big, compresslevel=1))
+    uri = s3.upload(root, s3.make_bucket("echoray-text") + "/docs")
     pipeline = repo / "pipelines" / "lm_linux_doc.yaml"
-    summary, _ = run_pipeline(pipeline, *TINY, f"source.path={uri}", "train.max_epochs=1",
-                              "source.tokenizer={kind: bpe, vocab_size: 300}", "audit.enabled=false")
+    overrides = [*TINY, f"source.path={uri}", "train.max_epochs=1", "source.tokenizer={kind: bpe, vocab_size: 300}",
+                 "audit.enabled=false", "source.holdout_fraction=0.05"]
+    summary, _ = run_pipeline(pipeline, *overrides)
+    idx = index_source(load_config(pipeline, overrides).source)
+    docs = idx.details["train_docs"]
+    cut = [p for u in idx.details["train_units"] for p in u if docs[p[0]].path.endswith("big.txt.gz")]
+    assert len(cut) > 5 and cut[0][1] == 0 and cut[-1][2] == len(big)  # indexed where it was listed
+    assert summary["text"]["train"]["sequences"] == len(idx.train_ids)
     run_dir = Path(summary["run_dir"])
     tok = json.loads((run_dir / "tokenizer.json").read_text())
     # a 9-word corpus runs out of merges before 300 symbols: the vocabulary is what the BPE learnt

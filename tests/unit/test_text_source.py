@@ -51,7 +51,7 @@ def test_ranges_of_one_large_file_cover_every_byte_once_cut_after_newlines(tmp_p
     assert covered(LOCAL, docs, units)[0] == data
 
 
-def test_many_small_files_are_grouped_whole_and_gz_files_are_one_range(tmp_path):
+def test_many_small_files_are_grouped_whole_and_small_gz_files_are_one_range(tmp_path):
     originals = {}
     for i in range(40):
         sub = tmp_path / f"d{i % 3}"
@@ -74,6 +74,65 @@ def test_many_small_files_are_grouped_whole_and_gz_files_are_one_range(tmp_path)
     by_name = {d.path.split("/")[-1].split(".")[0]: i for i, d in enumerate(docs)}
     got = covered(LOCAL, docs, units)
     assert all(got[by_name[f"f{i:02d}"]] == originals[i] for i in range(40))
+
+
+def big_gz_twins(tmp_path, members: int = 1) -> bytes:
+    """The same lines as plain/big.txt and as gz/big.txt.gz (in `members` gzip members,
+    as `cat a.gz b.gz` makes), compressed lightly so the .gz is many ranges stored."""
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "gz").mkdir()
+    data = write_lines(tmp_path / "plain" / "big.txt", 3000, seed=1)
+    cut = [len(data) * k // members for k in range(members + 1)]
+    (tmp_path / "gz" / "big.txt.gz").write_bytes(
+        b"".join(gzip.compress(data[a:b], compresslevel=1) for a, b in zip(cut, cut[1:], strict=False)))
+    return data
+
+
+@pytest.mark.parametrize("members,spacing", [(1, None), (3, None), (1, 40_000), (3, 40_000)])
+def test_a_large_gz_file_is_cut_where_its_plain_twin_is_and_read_range_by_range(tmp_path, monkeypatch,
+                                                                                members, spacing):
+    if spacing:  # access points every 40 KB (1 MiB and more in use): ranges start from the one before them
+        monkeypatch.setattr(corpus, "gz_access_spacing", lambda doc, range_bytes: spacing)
+    data = big_gz_twins(tmp_path, members)
+    plain = corpus.list_documents(LOCAL, str(tmp_path / "plain"), [".txt"], "source.path")
+    gz = [corpus.gz_indexed(LOCAL, d, 1024)
+          for d in corpus.list_documents(LOCAL, str(tmp_path / "gz"), [".txt"], "source.path")]
+    assert gz[0].size > 4 * 1024 and gz[0].length == len(data)
+    assert bool(gz[0].gz_index) == bool(spacing)  # an index only where there are access points past the start
+    units = corpus.read_units(LOCAL, gz, [0], range_bytes=1024)
+    assert units == corpus.read_units(LOCAL, plain, [0], range_bytes=1024)  # the same cuts
+    assert len(units) > 10 and all(len(u) == 1 for u in units)
+    assert covered(LOCAL, gz, units)[0] == data  # every byte once, each range read on its own
+    ends = [corpus.ends_document(gz[0], stop) for (_, _, stop), in units]
+    assert ends == [False] * (len(units) - 1) + [True]
+
+
+def test_a_large_gz_corpus_packs_the_sequences_of_the_same_text_stored_plain(tmp_path):
+    big_gz_twins(tmp_path)
+    (tmp_path / "eval").mkdir()
+    write_lines(tmp_path / "eval" / "held.txt", 200, seed=5)
+    idx = {kind: index_source(SourceConfig(kind="text", path=str(tmp_path / kind), seq_len=32, range_bytes=1024,
+                                           eval_path=str(tmp_path / "eval")))
+           for kind in ("plain", "gz")}
+    assert idx["gz"].details["train_units"] == idx["plain"].details["train_units"]
+    assert np.array_equal(idx["gz"].details["train_base"], idx["plain"].details["train_base"])
+    n = len(idx["gz"].details["train_units"])
+    rows = {k: TextReader(i).read_units("train", np.zeros(n, np.int64), np.arange(n)) for k, i in idx.items()}
+    assert np.array_equal(rows["gz"]["sample_id"], rows["plain"]["sample_id"])
+    assert np.array_equal(rows["gz"]["tokens"], rows["plain"]["tokens"])
+
+
+@pytest.mark.parametrize("damage", ["truncated", "trailing garbage"])
+def test_a_damaged_large_gz_is_refused_at_indexing_naming_the_file(tmp_path, damage):
+    big_gz_twins(tmp_path)
+    path = tmp_path / "gz" / "big.txt.gz"
+    raw = path.read_bytes()
+    path.write_bytes(raw[: len(raw) // 2] if damage == "truncated" else raw + b"not gzip at all")
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "eval" / "held.txt").write_bytes(b"held out\n" * 200)
+    with pytest.raises(SourceError, match=r"big\.txt\.gz"):
+        index_source(SourceConfig(kind="text", path=str(tmp_path / "gz"), seq_len=32, range_bytes=1024,
+                                  eval_path=str(tmp_path / "eval")))
 
 
 def test_exclude_globs_leave_documents_out_and_an_empty_corpus_names_the_path(tmp_path):

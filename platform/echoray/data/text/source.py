@@ -83,14 +83,19 @@ class TextReader:
         return sum(len(self.d[f"{split}_units"][int(u)]) for u in units)
 
 
+def _documents(fs, root: str, cfg: SourceConfig, key: str) -> list[corpus.Document]:
+    """The documents under root, each .gz of more than a range checked and indexed to be cut."""
+    docs = corpus.list_documents(fs, root, cfg.text_suffixes, key, cfg.text_exclude, cfg.text_column)
+    return [corpus.gz_indexed(fs, d, cfg.range_bytes) for d in docs]
+
+
 def _split_docs(cfg: SourceConfig):
     """(train fs, root, docs, doc ids, key), (eval fs, root, docs, doc ids, key)."""
     fs, root = filesystem(cfg.path, "source.path")
-    docs = corpus.list_documents(fs, root, cfg.text_suffixes, "source.path", cfg.text_exclude, cfg.text_column)
+    docs = _documents(fs, root, cfg, "source.path")
     if cfg.eval_path:
         efs, eroot = filesystem(cfg.eval_path, "source.eval_path")
-        edocs = corpus.list_documents(efs, eroot, cfg.text_suffixes, "source.eval_path", cfg.text_exclude,
-                                      cfg.text_column)
+        edocs = _documents(efs, eroot, cfg, "source.eval_path")
         return (fs, cfg.path, docs, list(range(len(docs))), "source.path"), \
             (efs, cfg.eval_path, edocs, list(range(len(edocs))), "source.eval_path")
     if len(docs) < 2:
