@@ -22,8 +22,9 @@ ahead of training, so a run is input-bound from its first step.
 The corpus is stored plain (--auto-corpus plain: the .rst.gz files unpacked into the
 work folder once), so that the read plan cuts it into source.range_bytes (4,096-byte)
 ranges of about 48 sequences, as a store of plain text serves byte ranges. Read from the
-.gz files (--auto-corpus gz) a read unit is a whole document (gzip cannot be entered
-mid-stream) of 2 to 1,711 sequences, and a run's first step waited for its first two
+.gz files (--auto-corpus gz) a read unit was a whole document until .gz files of more
+than a range stored were cut too (data/text/corpus.py gz_indexed; the 68 of the admin
+guide over 4 KB stored, the rest are still read whole): 2 to 1,711 sequences, and a run's first step waited for its first two
 calls' documents: 188 to 1,055 sequences read before the first step (3-13 s at the
 store's rate), different by seed and even by arm within a seed (s3: 284 at e = 1, 899
 under auto), a wait that is the same work in every arm and took up to half of a fast
