@@ -12,9 +12,11 @@ Two cases, each from a Ray that is already up, `--repeats` times, one after anot
   benchmarks/echo.py runs it (source.max_rows_ahead) and unpaced, interleaved: a whole
   `echoray train` in this process, stopped at its first evaluation (train.target 0.1);
   its summary's first read and first step and the actor's constructor, from the run's start.
+  This process started Ray, so the runs train in a Ray Train worker group; --in-process
+  trains them here, as `echoray train` does on the local Ray it starts (with a head start).
 
     .venv/bin/python benchmarks/first_batch.py [--files 2000] [--repeats 3] [--parts stream,digits_store]
-        [--batch 256] [--name first_batch]
+        [--batch 256] [--in-process] [--name first_batch]
 
 Writes benchmarks/results/NAME.json through common.save (load at start and end).
 """
@@ -98,10 +100,11 @@ def stream_run(root, batch: int = 256) -> dict:
 PACING = {"paced": ["source.max_rows_ahead=1"], "unpaced": []}
 
 
-def digits_store_run(seed: int, pacing: str) -> dict:
+def digits_store_run(seed: int, pacing: str, trainer: list[str] = ()) -> dict:
     load = settled_load()[0]  # the 1-min load this run starts on, once the previous run's Ray Train has gone
     t0 = time.time()
-    summary, _ = train_in_process([*DIGITS_STORE, *PACING[pacing], f"seed={seed}"], f"first-batch-digits-{seed}")
+    summary, _ = train_in_process([*DIGITS_STORE, *PACING[pacing], *trainer, f"seed={seed}"],
+                                  f"first-batch-digits-{seed}")
     ev = actor_events(t0)
     return {"time_to_first_read_s": summary["time_to_first_read_s"],
             "time_to_first_step_s": summary["time_to_first_step_s"],
@@ -120,6 +123,9 @@ def main() -> None:
     p.add_argument("--parts", default="stream,digits_store")
     p.add_argument("--batch", type=int, default=256, help="the stream's batch size")
     p.add_argument("--name", default="first_batch", help="results file name (benchmarks/results/NAME.json)")
+    p.add_argument("--in-process", action="store_true",
+                   help="digits_store trains in this process (as `echoray train` on the local Ray it starts), "
+                        "not in a Ray Train worker group (this process started Ray, so auto picks that)")
     a = p.parse_args()
     from echoray.runtime.session import quiet_data, start_ray
 
@@ -143,12 +149,13 @@ def main() -> None:
                                                               "first_batch_after_first_actor_ready_s"))}
     if "digits_store" in parts:
         load0 = settled_load()
+        trainer = ["scaling.in_process=true"] if a.in_process else []
         runs: dict[str, list] = {k: [] for k in PACING}
         for seed in range(a.repeats):
             for pacing in PACING if seed % 2 == 0 else reversed(PACING):  # interleaved, order alternating
-                runs[pacing].append(digits_store_run(seed, pacing))
+                runs[pacing].append(digits_store_run(seed, pacing, trainer))
                 print("digits_store", pacing, json.dumps(runs[pacing][-1]), flush=True)
-        result["digits_store"] = {"overrides": DIGITS_STORE, "pacing": PACING, "runs": runs,
+        result["digits_store"] = {"overrides": [*DIGITS_STORE, *trainer], "pacing": PACING, "runs": runs,
                                   "load_avg": load_avg(load0, settled_load()),
                                   "median": {k: medians(v, ("time_to_first_read_s", "time_to_first_step_s"))
                                              for k, v in runs.items()}}

@@ -17,7 +17,8 @@ Parts (scaled to fit a session, as recorded in the file):
 - echo_level: echo.py --r 4 --seeds 0 --factors 1,2,4 (one seed of the R = 4 level);
 - input: input_pipeline.py --parts compare --repeats 1 (echoray against a DataLoader);
 - first_batch: first_batch.py --parts digits_store --repeats --first-batch-repeats (digits
-  behind the emulated store, paced and unpaced: the first read and the first step).
+  behind the emulated store, paced and unpaced: the first read and the first step;
+  --first-batch-in-process: trained in process, as `echoray train` on a Ray it starts).
 """
 
 from __future__ import annotations
@@ -102,8 +103,9 @@ def input_compare(tree: Path) -> dict:
             "echoray_first_batch_s": runs["echoray"][0]["first_batch_s"]}
 
 
-def first_batch(tree: Path, repeats: int) -> dict:
-    run_script(tree, "benchmarks/first_batch.py", "--parts", "digits_store", "--repeats", str(repeats))
+def first_batch(tree: Path, repeats: int, in_process: bool = False) -> dict:
+    run_script(tree, "benchmarks/first_batch.py", "--parts", "digits_store", "--repeats", str(repeats),
+               *(["--in-process"] if in_process else []))
     d = result(tree, "first_batch")["digits_store"]
     return {pacing: {"median": d["median"][pacing],
                      "time_to_first_step_s": [r["time_to_first_step_s"] for r in runs],
@@ -118,6 +120,8 @@ def main() -> None:
     ap.add_argument("--parts", default=",".join(PARTS))
     ap.add_argument("--startup-repeats", type=int, default=2)
     ap.add_argument("--first-batch-repeats", type=int, default=3)
+    ap.add_argument("--first-batch-in-process", action="store_true",
+                    help="first_batch.py --in-process: the digits runs train in process (both commits need the flag)")
     ap.add_argument("--work", default="/tmp/echoray-side-by-side", help="where the worktrees go")
     ap.add_argument("--name", default="side_by_side")
     args = ap.parse_args()
@@ -128,7 +132,7 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     trees = {"before": worktree(args.before, work), "after": worktree(args.after, work)}
     per_tree = {"echo_overhead": echo_overhead, "echo_level": echo_level, "input": input_compare,
-                "first_batch": lambda tree: first_batch(tree, args.first_batch_repeats)}
+                "first_batch": lambda tree: first_batch(tree, args.first_batch_repeats, args.first_batch_in_process)}
     record: dict = {"commits": {k: t.name for k, t in trees.items()}}
     start = os.getloadavg()
     for part in parts:
