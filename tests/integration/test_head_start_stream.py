@@ -25,15 +25,21 @@ def overrides(root, *extra):
             "preprocess.batch_size=16", "preprocess.head_start_rows=40", *extra]
 
 
-@pytest.mark.parametrize("echo", [[], ["echo.stage=after_augment", "echo.factor=1.5"]], ids=["plain", "echo-1.5"])
-def test_a_head_start_gives_the_batches_of_the_whole_plan(local_ray, tmp_path, echo):
+@pytest.mark.parametrize(("echo", "head_chunks"), [([], 6), (["echo.stage=after_augment", "echo.factor=1.5"], 6),
+                                                   (["echo.shuffle_buffer=24"], 4),
+                                                   (["echo.shuffle_buffer=24", "echo.stage=after_augment",
+                                                     "echo.factor=1.5"], 4)],
+                         ids=["plain", "echo-1.5", "shuffle-24", "shuffle-24-echo-1.5"])
+def test_a_head_start_gives_the_batches_of_the_whole_plan(local_ray, tmp_path, echo, head_chunks):
     """Every column of every batch equal, bit for bit, to the pool's over the whole plan,
     for two passes, a restored run's consumed rows left out; with a fractional echo the
-    head's rows are not a multiple of the batch, so a batch spans the head and the pool."""
+    head's rows are not a multiple of the batch, so a batch spans the head and the pool.
+    Through a 24-row shuffle buffer the head is the plan's first 2 one-call blocks (its
+    first batch needs 24 rows) and the draws are the whole plan's, with the same seed."""
     root = write_jpeg_folder(tmp_path / "jpg", n=96)
     cfg = load_config(None, overrides(root, "train.max_epochs=2", *echo))
     idx = publish_index(index_source(cfg.source))
-    assert head_start_chunks(cfg, idx) == 6
+    assert head_start_chunks(cfg, idx) == head_chunks
     taken = np.sort(idx.train_ids[::5])
     consumed = {0: row_keys(taken, np.zeros_like(taken))}  # a restored run's steps took these rows of pass 0
     whole = build_train_dataset(cfg, idx, consumed=consumed)

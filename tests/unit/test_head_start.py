@@ -68,12 +68,57 @@ def test_by_default_the_head_is_the_first_training_batch_in_whole_calls(batch, c
     assert head_start_chunks(cfg, index_source(cfg.source)) == 4 * calls  # calls of 4 chunks, 64 rows
 
 
-@pytest.mark.parametrize("extra", [["echo.shuffle_buffer=512"], ["preprocess.head_start_rows=0"],
-                                   ["source.max_rows_ahead=256"]],
-                         ids=["shuffle buffer", "switched off", "paced reads"])
-def test_no_head_start_where_it_would_change_the_batches(extra):
-    cfg = digits(*extra)
+def test_no_head_start_where_it_is_switched_off():
+    cfg = digits("preprocess.head_start_rows=0")
     assert head_start_chunks(cfg, index_source(cfg.source)) == 0
+
+
+def test_under_a_shuffle_buffer_the_head_is_its_fill_within_the_plans_one_call_blocks():
+    """The reader's first batch waits for its buffer's 512 rows: 8 calls of 64 rows, which
+    the plan keeps as one-call blocks for the head (head_block_count) before the pool's own
+    8 (first_block_count); a longer head stops there."""
+    from echoray.data.pipeline import first_block_count, head_block_count
+
+    cfg = digits("echo.shuffle_buffer=512")
+    idx = index_source(cfg.source)
+    assert (head_block_count(cfg, 64), first_block_count(cfg, 64)) == (8, 8)
+    assert head_block_count(digits("echo.shuffle_buffer=512", "preprocess.head_start_rows=0"), 64) == 0
+    assert head_block_count(digits(), 64) == 0  # no buffer: the plan as before
+    assert head_start_chunks(cfg, idx) == 32
+    assert head_start_chunks(digits("echo.shuffle_buffer=512", "preprocess.head_start_rows=5000"), idx) == 32
+    assert head_start_chunks(digits("echo.shuffle_buffer=512", "preprocess.head_start_rows=100"), idx) == 8
+    assert head_start_chunks(digits("source.max_rows_ahead=256"), idx) == 4  # paced: one batch, one call
+
+
+def test_a_plan_that_keeps_its_boundaries_drops_whole_blocks_and_refuses_a_cut_inside_one():
+    whole = read_plan(3, 2, 50, block_chunks=9, first_chunks=4, n_first=5)
+    for skip, dropped in ((0, 0), (4, 1), (20, 5), (29, 6)):
+        kept = read_plan(3, 2, 50, block_chunks=9, first_chunks=4, n_first=5, skip_chunks=skip, keep_boundaries=True)
+        assert len(kept) == len(whole) - dropped
+        assert all(np.array_equal(a[k], b[k]) for a, b in zip(kept, whole[dropped:], strict=True) for k in a)
+    with pytest.raises(ValueError, match="skip_chunks 6"):
+        read_plan(3, 2, 50, block_chunks=9, first_chunks=4, n_first=5, skip_chunks=6, keep_boundaries=True)
+    assert read_plan(3, 2, 50, block_chunks=9, skip_chunks=100, keep_boundaries=True) == []
+
+
+def test_a_text_head_counts_the_sequences_of_the_plans_first_units(tmp_path, repo):
+    """Text chunks are read units of many sequences: the head is the plan's first units that
+    hold the buffer's fill (2,048 sequences here), in calls of 2 units."""
+    from echoray.data.text.source import TextReader
+
+    for i in range(12):
+        (tmp_path / f"d{i:02d}.txt").write_text("".join(f"line {j} of document {i}\n" for j in range(400 + 40 * i)))
+    cfg = load_config(repo / "pipelines" / "lm_linux_doc.yaml",
+                      [f"source.path={tmp_path}", "source.seq_len=16", "source.range_bytes=2048", "source.text_suffixes=[.txt]",
+                       "source.holdout_fraction=0.2", "echo.shuffle_buffer=300", "train.batch_size=16"])
+    idx = index_source(cfg.source)
+    chunks = head_start_chunks(cfg, idx)
+    head = head_rows(cfg, idx, 0, chunks)
+    base = idx.details["train_base"]
+    held = base[head["chunk"] + 1] - base[head["chunk"]]
+    assert chunks >= 4 and chunks % 2 == 0 and held.sum() >= 300 and held[: chunks - 2].sum() < 300  # the last call reaches it
+    rows = TextReader(idx).read_units("train", head["epoch"], head["chunk"])
+    assert len(rows["sample_id"]) == held.sum()
 
 
 def test_calls_are_made_per_call_chunks_in_plan_order():

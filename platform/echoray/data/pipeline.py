@@ -73,6 +73,36 @@ def first_block_count(cfg: PipelineConfig, rows_per_call: int) -> int:
     return max(floor, min(MAX_FIRST_BLOCKS, -(-int(need) // max(1, rows_per_call))))
 
 
+def head_block_count(cfg: PipelineConfig, rows_per_call: int) -> int:
+    """One-call blocks the plan keeps at its start, before first_block_count's, for a head
+    start under a shuffle buffer (data/head_start.py): as many as the reader's first fill,
+    which the head reads in its own process; 0 without a buffer or with the head start
+    off. A head that took the pool's own one-call blocks left the pool to start on a
+    plan block of 900 chunks (digits behind the store, 40 epochs planned), whose rows
+    left the actor a MiB at a time: one run's second batch came 33 s after its first."""
+    buffer = stream_buffer_rows(cfg)
+    if not buffer or cfg.preprocess.head_start_rows == 0:
+        return 0
+    fill = rows_before_first_batch(buffer, cfg.train.batch_size)
+    return min(MAX_FIRST_BLOCKS, -(-int(fill) // max(1, rows_per_call)))
+
+
+def block_layout(cfg: PipelineConfig, idx: SourceIndex, first_epoch: int = 0) -> tuple[int, int]:
+    """(chunks a plan block holds, chunks each of the first one-call blocks holds)."""
+    planned = plan_chunks(idx, cfg.source.chunk_size) * max(0, cfg.train.max_epochs - first_epoch)
+    per_call = chunks_per_call(cfg)
+    # A source read file by file decodes photos: a block of 214 chunks (6,848 images, 2 actors,
+    # 600 files x 90 epochs) was a minute of one core, its rows leaving in 128 MiB pieces
+    # (~850 images) and batches arriving in bursts; at most 8 actor calls a block there.
+    block_chunks = plan_block_chunks(planned, cfg.preprocess.actors.max_size,
+                                     8 * per_call if idx.shuffled_reads else 4096)
+    if cfg.source.max_rows_ahead:  # a map task emits its rows when it ends: keep tasks small
+        block_chunks = min(block_chunks, per_call)
+    # One-call blocks first (first_block_count): a map task emits its rows when it ends, so
+    # the first rows reach the workers after one actor call (64 images), not a whole block.
+    return block_chunks, min(per_call, block_chunks)
+
+
 def build_train_dataset(cfg: PipelineConfig, idx: SourceIndex, collector=None, first_epoch: int = 0,
                         consumed: dict[int, np.ndarray] | None = None, head_chunks: int = 0) -> ray.data.Dataset:
     """The stream of plan epochs first_epoch.. without the `consumed` rows (a restored run)
@@ -80,23 +110,18 @@ def build_train_dataset(cfg: PipelineConfig, idx: SourceIndex, collector=None, f
     data/head_start.py)."""
     n_chunks = plan_chunks(idx, cfg.source.chunk_size)
     a = cfg.preprocess.actors
-    planned = n_chunks * max(0, cfg.train.max_epochs - first_epoch)
     per_call = chunks_per_call(cfg)
-    # A source read file by file decodes photos: a block of 214 chunks (6,848 images, 2 actors,
-    # 600 files x 90 epochs) was a minute of one core, its rows leaving in 128 MiB pieces
-    # (~850 images) and batches arriving in bursts; at most 8 actor calls a block there.
-    block_chunks = plan_block_chunks(planned, a.max_size, 8 * per_call if idx.shuffled_reads else 4096)
+    block_chunks, first_chunks = block_layout(cfg, idx, first_epoch)
     max_ahead = None
-    if cfg.source.max_rows_ahead:  # a map task emits its rows when it ends: keep tasks small
-        block_chunks = min(block_chunks, per_call)
+    if cfg.source.max_rows_ahead:
         max_ahead = max(cfg.source.max_rows_ahead, rows_ahead_floor(cfg, block_rows(idx, n_chunks, block_chunks)))
-    # One-call blocks first (first_block_count): a map task emits its rows when it ends, so
-    # the first rows reach the workers after one actor call (64 images), not a whole block.
-    first_chunks = min(per_call, block_chunks)
     blocks = read_plan(cfg.seed, cfg.train.max_epochs, n_chunks, first_epoch=first_epoch,
                        block_chunks=block_chunks, first_chunks=first_chunks,
-                       n_first=first_block_count(cfg, block_rows(idx, n_chunks, first_chunks)),
-                       skip_chunks=head_chunks)
+                       n_first=sum(count(cfg, block_rows(idx, n_chunks, first_chunks))
+                                   for count in (head_block_count, first_block_count)),
+                       # a shuffle buffer's draws follow the blocks it is given: a head start's
+                       # blocks are the plan's first, and the pool's keep the whole plan's bounds
+                       skip_chunks=head_chunks, keep_boundaries=bool(stream_buffer_rows(cfg)))
     if not blocks:  # restored after the last epoch: nothing left to read
         blocks = [{"epoch": np.zeros(0, np.int64), "chunk": np.zeros(0, np.int64)}]
     # from_blocks, not from_arrow: from_arrow gets each block's metadata from a 1-CPU Ray

@@ -61,7 +61,8 @@ def head_started(cfg: PipelineConfig, idx, collector=None, first_epoch: int = 0,
     """A reading process's batches of the run's plan (first_epoch on, without `consumed`):
     with a head start (data/head_start.py) the plan's first rows preprocessed here while
     the actor pool starts on the rest, else batch_stream over the whole plan's Dataset.
-    The same batches either way; the Dataset is built at the first next()."""
+    The same batches either way (with the stream in plan order, preprocess.deterministic),
+    through the same seeded shuffle buffer; the Dataset is built at the first next()."""
     from echoray.data.head_start import (
         head_rows,
         head_start_chunks,
@@ -70,7 +71,7 @@ def head_started(cfg: PipelineConfig, idx, collector=None, first_epoch: int = 0,
     from echoray.data.pipeline import build_train_dataset
     from echoray.data.plan import chunks_per_call
     from echoray.data.preprocess_args import preprocess_args
-    from echoray.data.shuffle_buffer import exact_batches
+    from echoray.data.shuffle_buffer import rows_before_first_batch, shuffled_batches
     from echoray.data.stages import Preprocess
 
     chunks = head_start_chunks(cfg, idx, first_epoch)
@@ -79,13 +80,18 @@ def head_started(cfg: PipelineConfig, idx, collector=None, first_epoch: int = 0,
     if not chunks:
         yield from batch_stream(ds, cfg, group)
         return
-    # The pool starts now, in StartedStream's thread; its blocks whole, cut below.
-    rest = StartedStream(ds.iter_batches(batch_size=None, batch_format="numpy", prefetch_batches=0))
+    # The pool starts now, in StartedStream's thread; its blocks whole, cut below. Its later
+    # blocks are pulled when needed: a pull ahead made closing wait for a block no one
+    # wanted (digits behind the store, a 900-chunk plan block's next MiB: 6 s at a run's end).
+    rest = StartedStream(ds.iter_batches(batch_size=None, batch_format="numpy", prefetch_batches=0), ahead=False)
     try:
         stage = Preprocess(dataclasses.replace(preprocess_args(cfg, idx, collector, consumed), in_pool=False))
         calls = preprocess_calls(stage, head_rows(cfg, idx, first_epoch, chunks), chunks_per_call(cfg))
-        first = _rows_for(calls, cfg.train.batch_size)  # the first batch at this thread's priority
-        yield from exact_batches(itertools.chain(first, in_idle_thread(calls), rest), cfg.train.batch_size)
+        buffer = stream_buffer_rows(cfg)
+        # the first batch's rows (with a shuffle buffer, its fill) at this thread's priority
+        first = _rows_for(calls, rows_before_first_batch(buffer, cfg.train.batch_size))
+        blocks = itertools.chain(first, in_idle_thread(calls), rest)
+        yield from shuffled_batches(blocks, cfg.train.batch_size, buffer, derive_seed(cfg.seed, STREAM_SAMPLER, group))
     finally:
         rest.close()
 
@@ -146,10 +152,12 @@ def start_worker_stream(config: dict) -> StartedStream | None:
 class StartedStream:
     """An iterable whose first item is asked for at once, in a thread, and each next one as
     soon as the one before is handed out (one in flight); `poll()` says whether it is here,
-    so a consumer can train on while it comes (echo.fill_waits)."""
+    so a consumer can train on while it comes (echo.fill_waits). With `ahead=False` only the
+    first item is asked for ahead (which starts the stream), the rest at each next()."""
 
-    def __init__(self, batches: Iterable[dict]):
+    def __init__(self, batches: Iterable[dict], ahead: bool = True):
         self._it = iter(batches)
+        self._ahead = ahead
         self._next: Future | None = self._ask()
 
     def _ask(self) -> Future:
@@ -181,7 +189,8 @@ class StartedStream:
                 item = next(self._it, None)
             if item is None:
                 return
-            self._next = self._ask()  # the next one comes while this one trains
+            if self._ahead:
+                self._next = self._ask()  # the next one comes while this one trains
             yield item
 
     def close(self) -> None:
