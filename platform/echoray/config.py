@@ -252,7 +252,7 @@ class PreprocessConfig(Section):
     # A head start (data/head_start.py): the process that reads the stream preprocesses the
     # plan's first rows itself while the actors' processes start (about 1.5 s on 2 cores).
     head_start_rows: Annotated[int, Field(ge=0)] | None = None
-    """Rows at the read plan's start that the reading process preprocesses itself while the actor pool starts (a run trained in process, `echoray bench-input`; only without a worker shuffle buffer or paced reads); null: one training batch (train.batch_size), the first; 0: none."""
+    """Rows at the read plan's start that the reading process preprocesses itself while the actor pool starts (a run trained in process, `echoray bench-input`); null: what the reader holds before its first batch (train.batch_size, or its shuffle buffer's fill); under a worker shuffle buffer at most that fill; 0: none."""
 
 
 class EchoConfig(Section):
