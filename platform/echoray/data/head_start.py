@@ -63,7 +63,7 @@ def head_start_chunks(cfg: PipelineConfig, idx: SourceIndex, first_epoch: int = 
     per_call = chunks_per_call(cfg)
     n_chunks = plan_chunks(idx, cfg.source.chunk_size)
     planned = n_chunks * max(0, cfg.train.max_epochs - first_epoch)
-    calls = _calls_for(cfg, idx, first_epoch, rows, per_call, planned)
+    calls = _calls_for(cfg, idx, first_epoch, rows, per_call, n_chunks, planned)
     if buffer:  # the head's calls must be the plan's first one-call blocks
         if block_layout(cfg, idx, first_epoch)[1] != per_call:
             return 0
@@ -72,13 +72,12 @@ def head_start_chunks(cfg: PipelineConfig, idx: SourceIndex, first_epoch: int = 
 
 
 def _calls_for(cfg: PipelineConfig, idx: SourceIndex, first_epoch: int, rows: int, per_call: int,
-               planned: int) -> int:
+               n_chunks: int, planned: int) -> int:
     """Actor calls over the plan's first chunks that read at least `rows` rows: chunk_size
     rows a chunk, or a text unit's sequences (the index counted them)."""
     if idx.kind != "text":
         return -(-rows // (per_call * cfg.source.chunk_size))
     base = idx.details["train_base"]
-    n_chunks = plan_chunks(idx, cfg.source.chunk_size)
     passes = min(cfg.train.max_epochs, first_epoch + 1 + -(-rows // max(1, int(base[-1]))))
     units = plan_rows(cfg.seed, passes, n_chunks, first_epoch)["chunk"][:planned]
     read = np.cumsum(base[units + 1] - base[units])

@@ -186,6 +186,8 @@ def gz_indexed(fs: pafs.FileSystem, doc: Document, range_bytes: int) -> Document
     out = io.BytesIO()
     try:
         cuts = _gz_scan(fs, doc, range_bytes)
+        if cuts[-1] <= range_bytes:  # little text after all: read whole
+            return doc
         if cuts[-1] > spacing:  # access points past the start: an index is worth its windows
             with fs.open_input_file(doc.path) as f:
                 g = indexed_gzip.IndexedGzipFile(fileobj=f, spacing=spacing)
@@ -196,8 +198,6 @@ def gz_indexed(fs: pafs.FileSystem, doc: Document, range_bytes: int) -> Document
                     g.close()
     except (OSError, EOFError, zlib.error) as exc:
         raise SourceError(f"cannot read text document {shown(fs, doc.path)}: {exc}") from None
-    if cuts[-1] <= range_bytes:  # little text after all: read whole
-        return doc
     return dataclasses.replace(doc, gz_cuts=tuple(cuts), gz_index=out.getvalue())
 
 
