@@ -112,6 +112,20 @@ def test_the_store_override_charges_per_byte_or_per_request():
     assert auto.remote(store) == "source.remote={latency_ms: 40.0}"
 
 
+def test_a_checked_store_is_rescaled_by_measured_over_asked_r():
+    # R = downstream / upstream and upstream is the store's rate: a store that gave R 7.5
+    # where 5 was asked is 1.5x too slow, so its transfer rate rises 1.5x (per byte) or its
+    # latency falls to 5 / 7.5 of it (per request); R 2.5 asks the opposite
+    per_byte = {"latency_ms": 0.0, "bandwidth_mb_s": 0.01}
+    assert auto.rescaled(per_byte, 7.5, 5.0) == {"latency_ms": 0.0, "bandwidth_mb_s": pytest.approx(0.015)}
+    assert auto.rescaled(per_byte, 2.5, 5.0) == {"latency_ms": 0.0, "bandwidth_mb_s": pytest.approx(0.005)}
+    per_request = {"latency_ms": 30.0, "bandwidth_mb_s": None}
+    assert auto.rescaled(per_request, 7.5, 5.0) == {"latency_ms": 20.0, "bandwidth_mb_s": None}
+    assert auto.rescaled(per_request, 2.5, 5.0) == {"latency_ms": 60.0, "bandwidth_mb_s": None}
+    for unmeasured in (None, 0.0):  # a check run that measured no R leaves the store as it was
+        assert auto.rescaled(per_byte, unmeasured, 5.0) is per_byte
+
+
 def test_auto_goals_against_e1_and_the_best_fixed_factor():
     def row(f, t):
         return {"factor": f, "time_to_target_s": {"mean": t}}
