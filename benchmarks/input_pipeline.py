@@ -20,10 +20,11 @@
 5. epochs (input_epochs.py): from nothing, first batch, first epoch with start-up and
    the steady rate over the epochs after it, images per CPU-second, echoray vs the
    DataLoader interleaved (--no-head-arm adds echoray without its head start as an arm,
-   --head-arms 64,256 one arm per head_start_rows value); decode_limit: simplejpeg's
+   --head-arms 64,256 one arm per head_start_rows value, 3000@1980 one with
+   head_start_pool_at too); decode_limit: simplejpeg's
    full decode alone on the same files (images per CPU-second), the ceiling for both.
 
-    .venv/bin/python benchmarks/input_pipeline.py [--files 2000] [--repeats 2] [--parts single,actor,compare,concurrency,index,epochs] [--no-head-arm] [--head-arms ROWS,...] [--name input_pipeline]
+    .venv/bin/python benchmarks/input_pipeline.py [--files 2000] [--repeats 2] [--parts single,actor,compare,concurrency,index,epochs] [--no-head-arm] [--head-arms ROWS[@POOL_AT],...] [--name input_pipeline]
 
 Writes benchmarks/results/NAME.json (input_pipeline.json by default; with the commit, the
 seeds, the load at start and end, every part and arm starting on a settled load). The
@@ -270,14 +271,26 @@ def index_part(root: Path, seconds: float) -> dict:
     return out
 
 
-def head_arms(a: argparse.Namespace) -> list[int]:
-    """The head_start_rows values of the extra echoray arms: --head-arms, and 0 for --no-head-arm."""
-    rows = [int(r) for r in a.head_arms.split(",") if r.strip()]
-    return sorted(set(rows) | ({0} if a.no_head_arm else set()))
+def head_arms(a: argparse.Namespace) -> list[str]:
+    """The extra echoray arms' heads, each ROWS or ROWS@POOL_AT (preprocess.head_start_rows,
+    and head_start_pool_at: the rows made, in as many threads as the pool has CPUs, before
+    the pool starts): --head-arms, and "0" for --no-head-arm."""
+    arms = [r.strip() for r in a.head_arms.split(",") if r.strip()]
+    for arm in arms:
+        rows, _, at = arm.partition("@")
+        if not rows.isdigit() or not (at == "" or at.isdigit()):
+            raise SystemExit(f"--head-arms {arm!r}: ROWS or ROWS@POOL_AT, whole numbers")
+    return sorted(set(arms) | ({"0"} if a.no_head_arm else set()), key=lambda r: [int(x) for x in r.split("@")])
 
 
-def head_arm_name(rows: int) -> str:
-    return "echoray_no_head" if rows == 0 else f"echoray_head_{rows}"
+def head_arm_overrides(arm: str) -> list[str]:
+    rows, _, at = arm.partition("@")
+    return [f"preprocess.head_start_rows={rows}"] + ([f"preprocess.head_start_pool_at={at}"] if at else [])
+
+
+def head_arm_name(arm: str) -> str:
+    rows, _, at = arm.partition("@")
+    return "echoray_no_head" if arm == "0" else f"echoray_head_{rows}" + (f"_pool_at_{at}" if at else "")
 
 
 def main() -> None:
@@ -290,8 +303,9 @@ def main() -> None:
                    help="results file stem; a run of some parts keeps the others' figures from the same file")
     p.add_argument("--no-head-arm", action="store_true",
                    help="epochs: add echoray with preprocess.head_start_rows=0 (the pool alone) as an arm")
-    p.add_argument("--head-arms", default="", metavar="ROWS,...",
-                   help="epochs: add an echoray arm for each preprocess.head_start_rows value listed")
+    p.add_argument("--head-arms", default="", metavar="ROWS[@POOL_AT],...",
+                   help="epochs: add an echoray arm for each preprocess.head_start_rows value listed "
+                        "(@POOL_AT: preprocess.head_start_pool_at)")
     p.add_argument("--dataloader", metavar="ROOT", help=argparse.SUPPRESS)
     p.add_argument("--dataloader-epochs", metavar="ROOT", help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -331,8 +345,8 @@ def main() -> None:
         result["decode_limit"] = part(input_epochs.decode_limit, root)
     if "epochs" in parts:
         cfgs = {"echoray": echoray_cfg(root)}  # the default head start (data/head_start.py)
-        for rows in head_arms(a):
-            cfgs[head_arm_name(rows)] = echoray_cfg(root, f"preprocess.head_start_rows={rows}")
+        for arm in head_arms(a):
+            cfgs[head_arm_name(arm)] = echoray_cfg(root, *head_arm_overrides(arm))
         result["epochs"] = part(input_epochs.compare_epochs, root, cfgs, a.repeats, a.seconds)
     previous = RESULTS / f"{a.name}.json"  # a run of some parts keeps the others' figures
     old = json.loads(previous.read_text()) if previous.exists() else {}

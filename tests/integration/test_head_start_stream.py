@@ -15,6 +15,8 @@ from echoray.data.sources.file_table import publish_index
 from echoray.train.early_stream import batch_stream, head_started
 
 CROP = "preprocess.augment.ops=[{op: random_resized_crop, size: 24}, {op: flip}]"
+# a pool of up to 2 CPUs: a head that starts the pool later runs its calls in 2 threads
+POOL4 = "preprocess.actors={min_size: 1, max_size: 4, num_cpus: 0.5}"
 
 
 def overrides(root, *extra):
@@ -28,14 +30,20 @@ def overrides(root, *extra):
 @pytest.mark.parametrize(("echo", "head_chunks"), [([], 6), (["echo.stage=after_augment", "echo.factor=1.5"], 6),
                                                    (["echo.shuffle_buffer=24"], 4),
                                                    (["echo.shuffle_buffer=24", "echo.stage=after_augment",
-                                                     "echo.factor=1.5"], 4)],
-                         ids=["plain", "echo-1.5", "shuffle-24", "shuffle-24-echo-1.5"])
+                                                     "echo.factor=1.5"], 4),
+                                                   (["preprocess.head_start_pool_at=16", POOL4], 6),
+                                                   (["preprocess.head_start_pool_at=40", POOL4,
+                                                     "echo.stage=after_augment", "echo.factor=1.5"], 6)],
+                         ids=["plain", "echo-1.5", "shuffle-24", "shuffle-24-echo-1.5",
+                              "pool-at-16", "pool-at-40-echo-1.5"])
 def test_a_head_start_gives_the_batches_of_the_whole_plan(local_ray, tmp_path, echo, head_chunks):
     """Every column of every batch equal, bit for bit, to the pool's over the whole plan,
     for two passes, a restored run's consumed rows left out; with a fractional echo the
     head's rows are not a multiple of the batch, so a batch spans the head and the pool.
     Through a 24-row shuffle buffer the head is the plan's first 2 one-call blocks (its
-    first batch needs 24 rows) and the draws are the whole plan's, with the same seed."""
+    first batch needs 24 rows) and the draws are the whole plan's, with the same seed.
+    With head_start_pool_at the head's calls run in 2 threads and the pool starts after
+    16 rows (one call) or 40 (the head's last call), with the same batches."""
     root = write_jpeg_folder(tmp_path / "jpg", n=96)
     cfg = load_config(None, overrides(root, "train.max_epochs=2", *echo))
     idx = publish_index(index_source(cfg.source))

@@ -5,7 +5,13 @@ import numpy as np
 import pytest
 
 from echoray.config_load import load_config
-from echoray.data.head_start import head_rows, head_start_chunks, preprocess_calls
+from echoray.data.head_start import (
+    head_rows,
+    head_start_chunks,
+    head_threads,
+    preprocess_calls,
+    threaded_calls,
+)
 from echoray.data.plan import plan_chunks, plan_rows, read_plan
 from echoray.data.shuffle_buffer import exact_batches
 from echoray.data.sources import index_source
@@ -132,6 +138,77 @@ def test_calls_are_made_per_call_chunks_in_plan_order():
     out = list(preprocess_calls(stage, plan, 3))
     assert calls == [[0, 1, 2], [3, 4, 5], [6]]
     assert np.array_equal(np.concatenate([o["sample_id"] for o in out]), np.arange(7) * 10)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_threaded_calls_give_the_blocks_of_one_thread_in_plan_order(threads):
+    """Calls finishing out of order (a later one sleeps less) still come out in plan order,
+    each thread with a stage of its own, at most two calls a thread in flight."""
+    import threading
+    import time
+
+    made, running, peak = [], [0], [0]
+    lock = threading.Lock()
+
+    def make_stage():
+        made.append(threading.get_ident())
+
+        def stage(block):
+            with lock:
+                running[0] += 1
+                peak[0] = max(peak[0], running[0])
+            time.sleep(0.002 * (8 - int(block["chunk"][0]) % 8))
+            with lock:
+                running[0] -= 1
+            for c in block["chunk"]:  # two blocks a chunk, as a call may yield several
+                yield {"sample_id": np.array([c * 10])}
+                yield {"sample_id": np.array([c * 10 + 1])}
+        return stage
+
+    plan = {"epoch": np.zeros(23, np.int64), "chunk": np.arange(23)}
+    out = list(threaded_calls(make_stage, plan, 3, threads))
+    expected = [b["sample_id"] for b in preprocess_calls(make_stage(), plan, 3)]
+    assert [o["sample_id"].tolist() for o in out] == [e.tolist() for e in expected]
+    assert len(made) - 1 == len(set(made[:-1])) <= threads and peak[0] <= threads
+
+
+def test_closing_threaded_calls_cancels_the_calls_not_started():
+    started = []
+
+    def make_stage():
+        def stage(block):
+            started.append(int(block["chunk"][0]))
+            yield {"sample_id": block["chunk"]}
+        return stage
+
+    plan = {"epoch": np.zeros(100, np.int64), "chunk": np.arange(100)}
+    calls = threaded_calls(make_stage, plan, 1, 2)
+    assert next(calls)["sample_id"].tolist() == [0]
+    calls.close()
+    assert len(started) <= 5  # the first call and at most the 4 in flight with it
+
+
+def test_the_head_runs_on_the_pools_cpus_and_its_pool_start_needs_its_rows():
+    assert head_threads(digits()) == 1  # one actor of half a CPU
+    assert head_threads(digits("preprocess.actors={min_size: 2, max_size: 2, num_cpus: 1.0}")) == 2
+    assert head_threads(digits("preprocess.actors={min_size: 1, max_size: 3, num_cpus: 0.5}")) == 2
+    with pytest.raises(ValueError, match="head_start_pool_at.*head_start_rows"):
+        digits("preprocess.head_start_pool_at=64")
+    with pytest.raises(ValueError, match=r"head_start_pool_at \(65\).*it is 64"):
+        digits("preprocess.head_start_rows=64", "preprocess.head_start_pool_at=65")
+    assert digits("preprocess.head_start_rows=64", "preprocess.head_start_pool_at=64").preprocess.head_start_pool_at == 64
+
+
+@pytest.mark.parametrize(("rows", "at"), [(0, 0), (1, 1), (5, 1), (6, 2), (13, 3), (14, None)])
+def test_the_pool_starts_once_the_head_has_made_its_rows(rows, at):
+    """start() once the blocks handed on hold `rows` rows: `at` blocks seen by then."""
+    from echoray.train.early_stream import _start_after
+
+    started, seen = [], []
+    blocks = ({"sample_id": np.arange(n)} for n in (5, 3, 5))  # 5, 8, 13 rows made
+    for b in _start_after(blocks, rows, lambda: started.append(len(seen))):
+        seen.append(len(b["sample_id"]))
+    assert (started[0] if started else None) == at
 
 
 def test_a_head_start_leaves_the_training_process_torch_threads_alone():

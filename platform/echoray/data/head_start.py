@@ -23,7 +23,11 @@ reads start as soon as the plan is made, not once the actor has started.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import math
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -101,3 +105,39 @@ def preprocess_calls(stage, plan: Batch, per_call: int) -> Iterator[Batch]:
         yield from stage({k: v[start : start + per_call] for k, v in plan.items()})
 
 
+
+
+def head_threads(cfg: PipelineConfig) -> int:
+    """Threads a head start that starts the pool later (preprocess.head_start_pool_at) runs
+    its calls in: the CPUs the pool will take, which are idle until it starts."""
+    a = cfg.preprocess.actors
+    return max(1, math.ceil(a.max_size * a.num_cpus))
+
+
+def threaded_calls(make_stage: Callable[[], Callable], plan: Batch, per_call: int, threads: int) -> Iterator[Batch]:
+    """preprocess_calls over `threads` threads, each with a stage of its own (make_stage()):
+    the same blocks in the same order, at most two calls a thread in flight; closed, the
+    calls not started are cancelled.
+
+    Why threads: the decode and the crop's resize release the GIL. Measured on the
+    ImageNet-like JPEGs (1,980 rows, the first epoch's plan), one process: 622-768 rows a
+    second with one thread, 1,225-1,435 with two, at the same CPU per row."""
+    local = threading.local()
+
+    def call(rows: Batch) -> list[Batch]:
+        if not hasattr(local, "stage"):
+            local.stage = make_stage()
+        return list(local.stage(rows))
+
+    pending: deque = deque()
+    with ThreadPoolExecutor(threads, thread_name_prefix="echoray-head") as pool:
+        try:
+            for start in range(0, len(plan["chunk"]), per_call):
+                pending.append(pool.submit(call, {k: v[start : start + per_call] for k, v in plan.items()}))
+                if len(pending) >= 2 * threads:
+                    yield from pending.popleft().result()
+            while pending:
+                yield from pending.popleft().result()
+        finally:
+            for f in pending:
+                f.cancel()

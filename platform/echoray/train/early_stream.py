@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 
 from echoray.config import PipelineConfig
@@ -66,7 +66,9 @@ def head_started(cfg: PipelineConfig, idx, collector=None, first_epoch: int = 0,
     from echoray.data.head_start import (
         head_rows,
         head_start_chunks,
+        head_threads,
         preprocess_calls,
+        threaded_calls,
     )
     from echoray.data.pipeline import build_train_dataset
     from echoray.data.plan import chunks_per_call
@@ -80,20 +82,63 @@ def head_started(cfg: PipelineConfig, idx, collector=None, first_epoch: int = 0,
     if not chunks:
         yield from batch_stream(ds, cfg, group)
         return
-    # The pool starts now, in StartedStream's thread; its blocks whole, cut below. Its later
+    # The pool starts in StartedStream's thread: now, or once the head has made
+    # preprocess.head_start_pool_at rows. Its blocks come whole, cut below, and its later
     # blocks are pulled when needed: a pull ahead made closing wait for a block no one
     # wanted (digits behind the store, a 900-chunk plan block's next MiB: 6 s at a run's end).
-    rest = StartedStream(ds.iter_batches(batch_size=None, batch_format="numpy", prefetch_batches=0), ahead=False)
+    rest = DeferredStream(lambda: StartedStream(
+        ds.iter_batches(batch_size=None, batch_format="numpy", prefetch_batches=0), ahead=False))
+    pool_at = cfg.preprocess.head_start_pool_at
     try:
-        stage = Preprocess(dataclasses.replace(preprocess_args(cfg, idx, collector, consumed), in_pool=False))
-        calls = preprocess_calls(stage, head_rows(cfg, idx, first_epoch, chunks), chunks_per_call(cfg))
+        args = dataclasses.replace(preprocess_args(cfg, idx, collector, consumed), in_pool=False)
+        plan, per_call = head_rows(cfg, idx, first_epoch, chunks), chunks_per_call(cfg)
         buffer = stream_buffer_rows(cfg)
-        # the first batch's rows (with a shuffle buffer, its fill) at this thread's priority
-        first = _rows_for(calls, rows_before_first_batch(buffer, cfg.train.batch_size))
-        blocks = itertools.chain(first, in_idle_thread(calls), rest)
+        if pool_at is None:
+            rest.start()
+            calls = preprocess_calls(Preprocess(args), plan, per_call)
+            # the first batch's rows (with a shuffle buffer, its fill) at this thread's priority
+            first = _rows_for(calls, rows_before_first_batch(buffer, cfg.train.batch_size))
+            head = itertools.chain(first, in_idle_thread(calls))
+        else:  # the head on the pool's CPUs until it has made pool_at rows
+            head = _start_after(threaded_calls(lambda: Preprocess(args), plan, per_call, head_threads(cfg)),
+                                pool_at, rest.start)
+        blocks = itertools.chain(head, rest)
         yield from shuffled_batches(blocks, cfg.train.batch_size, buffer, derive_seed(cfg.seed, STREAM_SAMPLER, group))
     finally:
         rest.close()
+
+
+def _start_after(blocks: Iterator[dict], rows: int, start: Callable[[], None]) -> Iterator[dict]:
+    """`blocks` handed on, start() called once they have held `rows` rows (before the first
+    block where rows is 0; never where they hold fewer)."""
+    made = 0
+    if rows <= 0:
+        start()
+    for block in blocks:
+        yield block
+        made += len(block["sample_id"])
+        if made >= rows:
+            start()
+
+
+class DeferredStream:
+    """A StartedStream made by `make` at start() or at the first iteration, whichever is
+    first; close() closes it if it was made."""
+
+    def __init__(self, make: Callable[[], StartedStream]):
+        self._make, self._stream = make, None
+
+    def start(self) -> None:
+        if self._stream is None:
+            self._stream = self._make()
+
+    def __iter__(self) -> Iterator[dict]:
+        self.start()
+        yield from self._stream
+
+    def close(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
 
 
 def _rows_for(blocks: Iterator[dict], n: int) -> list[dict]:
