@@ -105,8 +105,6 @@ def preprocess_calls(stage, plan: Batch, per_call: int) -> Iterator[Batch]:
         yield from stage({k: v[start : start + per_call] for k, v in plan.items()})
 
 
-
-
 def head_threads(cfg: PipelineConfig) -> int:
     """Threads a head start that starts the pool later (preprocess.head_start_pool_at) runs
     its calls in: the CPUs the pool will take, which are idle until it starts."""
