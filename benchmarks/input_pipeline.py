@@ -271,26 +271,27 @@ def index_part(root: Path, seconds: float) -> dict:
     return out
 
 
-def head_arms(a: argparse.Namespace) -> list[str]:
-    """The extra echoray arms' heads, each ROWS or ROWS@POOL_AT (preprocess.head_start_rows,
-    and head_start_pool_at: the rows made, in as many threads as the pool has CPUs, before
-    the pool starts): --head-arms, and "0" for --no-head-arm."""
-    arms = [r.strip() for r in a.head_arms.split(",") if r.strip()]
-    for arm in arms:
+def head_arms(a: argparse.Namespace) -> list[tuple[int, int | None]]:
+    """The extra echoray arms' heads, (rows, pool_at) from ROWS or ROWS@POOL_AT
+    (preprocess.head_start_rows, and head_start_pool_at: the rows made, in as many threads
+    as the pool has CPUs, before the pool starts): --head-arms, and (0, None) for --no-head-arm."""
+    arms = {(0, None)} if a.no_head_arm else set()
+    for arm in (r.strip() for r in a.head_arms.split(",") if r.strip()):
         rows, _, at = arm.partition("@")
         if not rows.isdigit() or not (at == "" or at.isdigit()):
             raise SystemExit(f"--head-arms {arm!r}: ROWS or ROWS@POOL_AT, whole numbers")
-    return sorted(set(arms) | ({"0"} if a.no_head_arm else set()), key=lambda r: [int(x) for x in r.split("@")])
+        arms.add((int(rows), int(at) if at else None))
+    return sorted(arms, key=lambda arm: (arm[0], -1 if arm[1] is None else arm[1]))
 
 
-def head_arm_overrides(arm: str) -> list[str]:
-    rows, _, at = arm.partition("@")
-    return [f"preprocess.head_start_rows={rows}"] + ([f"preprocess.head_start_pool_at={at}"] if at else [])
+def head_arm_overrides(rows: int, at: int | None) -> list[str]:
+    return [f"preprocess.head_start_rows={rows}"] + ([f"preprocess.head_start_pool_at={at}"] if at is not None else [])
 
 
-def head_arm_name(arm: str) -> str:
-    rows, _, at = arm.partition("@")
-    return "echoray_no_head" if arm == "0" else f"echoray_head_{rows}" + (f"_pool_at_{at}" if at else "")
+def head_arm_name(rows: int, at: int | None) -> str:
+    if rows == 0 and at is None:
+        return "echoray_no_head"
+    return f"echoray_head_{rows}" + (f"_pool_at_{at}" if at is not None else "")
 
 
 def main() -> None:
@@ -345,8 +346,8 @@ def main() -> None:
         result["decode_limit"] = part(input_epochs.decode_limit, root)
     if "epochs" in parts:
         cfgs = {"echoray": echoray_cfg(root)}  # the default head start (data/head_start.py)
-        for arm in head_arms(a):
-            cfgs[head_arm_name(arm)] = echoray_cfg(root, *head_arm_overrides(arm))
+        for rows, at in head_arms(a):
+            cfgs[head_arm_name(rows, at)] = echoray_cfg(root, *head_arm_overrides(rows, at))
         result["epochs"] = part(input_epochs.compare_epochs, root, cfgs, a.repeats, a.seconds)
     previous = RESULTS / f"{a.name}.json"  # a run of some parts keeps the others' figures
     old = json.loads(previous.read_text()) if previous.exists() else {}

@@ -98,11 +98,17 @@ def head_rows(cfg: PipelineConfig, idx: SourceIndex, first_epoch: int, n_chunks:
     return {k: v[:n_chunks] for k, v in rows.items()}
 
 
+def call_rows(plan: Batch, per_call: int) -> Iterator[Batch]:
+    """`plan`'s rows `per_call` at a time, as the actor pool is given them."""
+    for start in range(0, len(plan["chunk"]), per_call):
+        yield {k: v[start : start + per_call] for k, v in plan.items()}
+
+
 def preprocess_calls(stage, plan: Batch, per_call: int) -> Iterator[Batch]:
     """`stage` (data/stages.py Preprocess) over `plan`'s rows, `per_call` at a time, as the
     actor pool calls it: the rows each call yields, in plan order."""
-    for start in range(0, len(plan["chunk"]), per_call):
-        yield from stage({k: v[start : start + per_call] for k, v in plan.items()})
+    for rows in call_rows(plan, per_call):
+        yield from stage(rows)
 
 
 def head_threads(cfg: PipelineConfig) -> int:
@@ -130,8 +136,8 @@ def threaded_calls(make_stage: Callable[[], Callable], plan: Batch, per_call: in
     pending: deque = deque()
     with ThreadPoolExecutor(threads, thread_name_prefix="echoray-head") as pool:
         try:
-            for start in range(0, len(plan["chunk"]), per_call):
-                pending.append(pool.submit(call, {k: v[start : start + per_call] for k, v in plan.items()}))
+            for rows in call_rows(plan, per_call):
+                pending.append(pool.submit(call, rows))
                 if len(pending) >= 2 * threads:
                     yield from pending.popleft().result()
             while pending:
