@@ -21,6 +21,26 @@ class ConfigError(ValueError):
     """An invalid pipeline file, key or value; the message names it."""
 
 
+# Keys that were removed or renamed: dotted key -> what to use instead. One row per key, sorted.
+REMOVED_KEYS: dict[str, str] = {
+}
+
+
+def removed_keys_in(tree: dict[str, Any]) -> list[str]:
+    """The messages for every removed key that `tree` (a pipeline mapping) sets."""
+    found = []
+    for key, instead in REMOVED_KEYS.items():
+        node: Any = tree
+        for part in key.split("."):
+            node = node.get(part, _MISSING) if isinstance(node, dict) else _MISSING
+        if node is not _MISSING:
+            found.append(f"{key}: this key was removed ({instead})")
+    return found
+
+
+_MISSING = object()
+
+
 class _Yaml12Loader(yaml.SafeLoader):
     """SafeLoader with YAML 1.2 booleans: only true/false, so `on: worker` stays a key
     named "on" (YAML 1.1 would read on/off/yes/no as booleans)."""
@@ -89,6 +109,8 @@ def _describe(err: dict[str, Any]) -> str:
 
 
 def validate(tree: dict[str, Any], origin: str = "pipeline") -> PipelineConfig:
+    if removed := removed_keys_in(tree):
+        raise ConfigError(f"invalid {origin}:\n  " + "\n  ".join(removed))
     try:
         return PipelineConfig.model_validate(tree)
     except ValidationError as exc:

@@ -97,3 +97,17 @@ def test_flatten_gives_dotted_params():
     flat = flatten(PipelineConfig())
     assert flat["echo.stage"] == "none" and flat["train.target"] == "0.97"
     assert flat["preprocess.augment.ops"].startswith("[{")
+
+
+def test_removed_keys_are_refused_naming_what_replaces_them(monkeypatch):
+    from echoray import config_load
+    from echoray.config_load import ConfigError, load_config
+
+    monkeypatch.setitem(config_load.REMOVED_KEYS, "train.old_key", "use train.batch_size")
+    assert list(config_load.REMOVED_KEYS) == sorted(config_load.REMOVED_KEYS)
+    for key, instead in config_load.REMOVED_KEYS.items():
+        with pytest.raises(ConfigError) as err:
+            load_config(None, [f"{key}=1"])
+        assert f"{key}: this key was removed ({instead})" in str(err.value)
+    with pytest.raises(ConfigError, match="train.old_key: this key was removed"):
+        config_load.validate({"train": {"old_key": None}})
