@@ -149,7 +149,7 @@ def main() -> None:
                                                               "first_batch_after_first_actor_ready_s"))}
     if "digits_store" in parts:
         load0 = settled_load()
-        trainer = ["scaling.in_process=true"] if a.in_process else []
+        trainer = ["scaling.local_mode=true"] if a.in_process else []
         runs: dict[str, list] = {k: [] for k in PACING}
         for seed in range(a.repeats):
             for pacing in PACING if seed % 2 == 0 else reversed(PACING):  # interleaved, order alternating

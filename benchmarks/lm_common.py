@@ -27,7 +27,7 @@ SMALL = [
     "model.width=64", "model.layers=2", "model.heads=2", "model.dropout=0.1",
     "optimizer.lr=0.003", "schedule.name=constant", "schedule.warmup_epochs=0.002",
     "train.max_epochs=1", "train.checkpoint_every=0", "train.log_every_s=0", "train.stall_timeout_s=600",
-    "scaling.in_process=true", "audit.enabled=false",
+    "scaling.local_mode=true", "audit.enabled=false",
 ]
 
 

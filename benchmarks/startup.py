@@ -8,7 +8,7 @@ workers, Ray Data actors), summed as PSS so shared pages count once.
     .venv/bin/python benchmarks/startup.py [--repeats 3] [--code A/platform B/platform]
         [--trainers auto false] [-- extra echoray args]
 
-`--trainers`: values of scaling.in_process to run side by side (auto: the default, a
+`--trainers`: values of scaling.local_mode to run side by side (auto: the default, a
 one-worker run trains in the CLI's process; false: a Ray Train worker group).
 """
 
@@ -72,7 +72,7 @@ def main() -> None:
     ap.add_argument("--code", nargs="+", default=[str(REPO / "platform")],
                     help="platform/ folders to compare, run in turn each repeat (e.g. main's, then this one's)")
     ap.add_argument("--trainers", nargs="+", default=[None],
-                    help="scaling.in_process values to compare (e.g. auto false); default: the config's")
+                    help="scaling.local_mode values to compare (e.g. auto false); default: the config's")
     ap.add_argument("extra", nargs="*")
     args = ap.parse_args()
     load_before = os.getloadavg()
@@ -81,7 +81,7 @@ def main() -> None:
     runs: dict[str, list[dict]] = {label[v]: [] for v in variants}
     for i in range(args.repeats):
         for code, trainer in variants:  # interleaved: a load change hits all alike
-            extra = [*args.extra, *(["--set", f"scaling.in_process={trainer}"] if trainer else [])]
+            extra = [*args.extra, *(["--set", f"scaling.local_mode={trainer}"] if trainer else [])]
             r = one_run(extra, code)
             runs[label[code, trainer]].append(r)
             print(f"{label[code, trainer]} run {i + 1}: " + ", ".join(f"{k}={v}" for k, v in r.items()), flush=True)

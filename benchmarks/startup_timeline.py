@@ -8,7 +8,7 @@ which process). Works on any checkout of the code (`--code DIR/platform`), so th
 timeline of the code before a change can be taken beside the one after.
 
     python benchmarks/startup_timeline.py [--code /path/to/other/platform] [--label before]
-        [--trainer auto|false]   (scaling.in_process: auto trains the one worker in the CLI's process)
+        [--trainer auto|false]   (scaling.local_mode: auto trains the one worker in the CLI's process)
 
 Saves benchmarks/results/startup_timeline_<label>.json and prints one line per phase.
 """
@@ -90,7 +90,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--code", default=str(REPO / "platform"), help="the platform/ folder to time")
     ap.add_argument("--label", default="after")
-    ap.add_argument("--trainer", choices=["auto", "true", "false"], help="scaling.in_process for the run")
+    ap.add_argument("--trainer", choices=["auto", "true", "false"], help="scaling.local_mode for the run")
     ap.add_argument("--child", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:
@@ -103,7 +103,7 @@ def main() -> None:
         env["ECHORAY_T0"] = repr(t0)
         proc = subprocess.run([sys.executable, __file__, "--child", trace_file, "train", "--out", "run",
                                "--set", f"tracking.uri=sqlite:///{d}/mlflow.db",
-                               *(["--set", f"scaling.in_process={args.trainer}"] if args.trainer else [])],
+                               *(["--set", f"scaling.local_mode={args.trainer}"] if args.trainer else [])],
                               cwd=d, env=env, capture_output=True, text=True)
         wall = time.time() - t0
         if proc.returncode:

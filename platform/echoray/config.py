@@ -453,15 +453,11 @@ class ScalingConfig(Section):
     # Restarts of the worker group from the last checkpoint after a worker dies (-1: no limit).
     max_failures: Annotated[int, Field(ge=-1)] = 0
     """Restarts of the worker group from the last checkpoint after a worker dies (-1: no limit)."""
-    # Train in the command's own process (train/in_process.py) instead of a Ray Train worker
-    # group, with the same Ray Data stream, accounting and checkpoints: no controller,
-    # worker, DatasetManager or SplitCoordinator process to start (default digits run on
-    # 2 cores: first step at 10.8 s instead of 22.0 s). Only for runs that use nothing of
-    # Ray Train: one CPU worker, max_failures 0, local batch augmentation.
-    # auto: when `echoray train` started its own local Ray (not on a cluster, RAY_ADDRESS);
-    # true: also on a cluster (the driver trains); false: always Ray Train.
-    in_process: bool | Literal["auto"] = "auto"
-    """Train in the command's own process instead of a Ray Train worker group: auto (when it started its own local Ray), true, false."""
+    # Ray Train's local mode (ScalingConfig(num_workers=0)): the same train function in the
+    # command's own process, no controller or worker group to start. Only where a worker group
+    # would add nothing: one CPU worker, max_failures 0, local batch augmentation.
+    local_mode: bool | Literal["auto"] = "auto"
+    """Train in Ray Train's local mode, in the command's own process, where the run has one CPU worker without restarts: auto (when echoray started its own local Ray), true (also on a cluster), false (always a worker group)."""
 
 
 class TrackingConfig(Section):
@@ -522,12 +518,11 @@ class SearchConfig(Section):
     """Scrambled quasi-random sequence from scipy.stats.qmc."""
     space: dict[str, SearchParam] = {}
     """Searched keys: dotted config key -> range or choices."""
-    # A one-CPU-worker trial with scaling.max_failures 0 trains inside its Tune trial actor,
-    # which Tune reuses, instead of starting a Ray Train controller and worker group per
-    # trial (train/in_process.py: 36 s -> a few s of overhead per digits trial). false:
-    # every trial is a Ray Train fit (its checkpoints, its restarts).
+    # A one-CPU-worker trial with scaling.max_failures 0 trains in Ray Train's local mode
+    # inside its Tune trial actor, which Tune reuses, instead of starting a controller and
+    # a worker group per trial. false: every trial is a worker group (its checkpoints, its restarts).
     warm_trials: bool = True
-    """Train one-CPU-worker trials inside their reused Tune trial actor instead of a Ray Train fit per trial."""
+    """Train one-CPU-worker trials in Ray Train's local mode inside their reused Tune trial actor instead of a worker group per trial."""
     # Trials that agree on everything upstream of their own stages (source, seed and read
     # plan, decode, CPU augmentation, preprocessing actors) read one preprocessing stream,
     # made once and fanned out (tune/share_groups.py, tune/share_hub.py); each echoes on

@@ -23,6 +23,7 @@ class ConfigError(ValueError):
 
 # Keys that were removed or renamed: dotted key -> what to use instead. One row per key, sorted.
 REMOVED_KEYS: dict[str, str] = {
+    "scaling.in_process": "renamed scaling.local_mode: Ray Train's local mode, the same values",
 }
 
 

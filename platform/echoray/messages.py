@@ -58,7 +58,7 @@ def say_start(cfg: PipelineConfig, idx: SourceIndex, run_dir: Path, run_id: str,
             f"{r.bandwidth_mb_s or 'unlimited'} MB/s): reads sleep, no network is used")
     say(f"run {run_dir}  |  MLflow run {run_id}  |  {len(idx.train_ids)} train / {len(idx.eval_ids)} "
         f"held-out examples  |  {cfg.scaling.num_workers} worker(s) on {'GPU' if use_gpu else 'CPU'}"
-        + (" (in this process: scaling.in_process)" if here else ""))
+        + (" (Ray Train local mode: in this process)" if here else ""))
 
 
 def print_summary(s: dict[str, Any]) -> None:

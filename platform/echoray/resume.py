@@ -34,8 +34,8 @@ class Resume:
     started_at: float
     resumes: list[dict[str, Any]]
     storage: str  # where Ray Train keeps the checkpoints: a folder or an object store URI
-    # "ray_train", or "in_process": the run trained in its driver (train/in_process.py)
-    # and keeps its checkpoints in a CheckpointStore; a run resumes the way it started.
+    # "ray_train", or "local_mode": the run trained in Ray Train's local mode and keeps its
+    # checkpoints in a CheckpointStore (train/local_fit.py); a run resumes the way it started.
     trainer: str = "ray_train"
     checkpoint: Any = None  # ray.train.Checkpoint, or None: no checkpoint yet, start over
     meta: CheckpointMeta | None = None  # the checkpoint's meta.json
@@ -83,9 +83,12 @@ def open_run(run_dir: str) -> tuple[PipelineConfig, Resume]:
         state = json.loads((d / RUN_STATE).read_text())
         run_id, uri = state["mlflow_run_id"], state["mlflow_tracking_uri"]
         storage = state["ray_train_storage"]
-        trainer = state.get("trainer", "ray_train")  # folders from before in-process runs
+        trainer = state.get("trainer", "ray_train")
     except (ValueError, KeyError) as exc:
         raise ConfigError(f"{key}: {d / RUN_STATE} is unreadable ({exc})") from None
+    if trainer not in ("ray_train", "local_mode"):
+        raise ConfigError(f"{key}: the run trained with echoray's former in-process trainer ({trainer!r}), "
+                          "whose checkpoints this version does not read; start the run again")
     if is_uri(storage):  # the checkpoints are in an object store: reachable, with these credentials?
         try:
             open_location(storage, "train.storage_path")
@@ -102,12 +105,12 @@ def open_run(run_dir: str) -> tuple[PipelineConfig, Resume]:
 
 def find_checkpoint(resume: Resume, train_run_name: str) -> None:
     """The latest checkpoint in Ray Train's snapshot (in the run's storage, local or an object
-    store): exactly what its controller restores. A run trained in process: the latest in
+    store): exactly what its controller restores. A run in local mode: the latest in
     its CheckpointStore. None found: the run was interrupted before its first checkpoint
     and starts over, under the same MLflow run."""
     from echoray.train.checkpoint import read_audit, read_meta
 
-    kept = _in_process_checkpoints(resume) if resume.trainer == "in_process" else \
+    kept = _local_mode_checkpoints(resume) if resume.trainer == "local_mode" else \
         _ray_train_checkpoints(resume, train_run_name)
     if kept:
         resume.checkpoint = kept[-1]
@@ -135,7 +138,7 @@ def _ray_train_checkpoints(resume: Resume, train_run_name: str) -> list:
     return [*older, result.checkpoint]
 
 
-def _in_process_checkpoints(resume: Resume) -> list:
+def _local_mode_checkpoints(resume: Resume) -> list:
     from echoray.train.checkpoint_store import CheckpointStore
 
     store = CheckpointStore(resume.storage, None)

@@ -32,7 +32,7 @@ from echoray.data.text.run_files import (
 from echoray.messages import epoch_line, quiet_console, say, say_console_log, say_start
 from echoray.preflight import fit_cluster, new_run_dir, storage_checked
 from echoray.resume import Resume, backfill, find_checkpoint, write_run_state
-from echoray.runtime.local_collector import end_collector, open_collector
+from echoray.runtime.collector import RunCollector
 from echoray.runtime.monitor import StallError, abandon_fits, stop_training, watch_fit
 from echoray.runtime.progress import EpochClock, LiveProgress, progress_line, progress_metrics
 from echoray.runtime.session import start_ray
@@ -40,12 +40,12 @@ from echoray.runtime.stop import join_fit
 from echoray.storage import checkpoint_location, is_uri, open_location
 from echoray.summary import build_summary, fault_summary, write_json_atomic
 from echoray.tracking import RunLogger, check_reachable, tracking_uri
-from echoray.train.in_process import in_process_fit, trains_in_process
-from echoray.tune.share_consumer import StreamClosed
+from echoray.train.local_fit import local_config
+from echoray.train.local_mode import fits_local_mode
 
 # How long an interrupted run waits for its training thread to reach a step boundary
 # (a step, an evaluation or a checkpoint write in progress finishes first). Not waited
-# for a stalled Ray Train fit that has no controller to abort (_end_collector).
+# for a stalled worker group that has no controller to abort (_end_collector).
 FIT_JOIN_S = 60.0
 
 
@@ -57,8 +57,7 @@ class RunHooks:
     run_name: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
     on_epoch: Callable[[dict], None] | None = None  # after each epoch's event is logged
-    in_process: bool = False  # train in this process if it can (train/in_process.py): a warm trial
-    shared_stream: Any = None  # a search trial's tune/share_consumer.SharedStream: read it instead of its own stream
+    local_mode: bool = False  # train in Ray Train's local mode where the run fits it: a warm trial
 
 
 def epoch_clock(cfg: PipelineConfig, n_train: int) -> EpochClock:
@@ -109,7 +108,7 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
     local = start_ray()
     idx = publish_index(idx)  # file lists once in the object store, not pickled per actor/worker
     cfg, use_gpu, plan = fit_cluster(cfg, storage, local, len(idx.train_ids))
-    in_process = choose_in_process(cfg, use_gpu, local, hooks, resume)
+    local_mode = choose_local_mode(cfg, use_gpu, local, hooks, resume)
     warmup.join()
     if "error" in box:
         raise box["error"]
@@ -118,12 +117,12 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
     from echoray.train.trainer import TRAIN_RUN_NAME
 
     pipeline, t0, run_id = _open_mlflow_run(cfg, logger, run_dir, pipeline, t0, resume, hooks, TRAIN_RUN_NAME)
-    # a search trial trained in process keeps none (it is rerun whole after an interrupt)
-    keeps_checkpoints = cfg.train.checkpoint_every > 0 and not (in_process and hooks.in_process)
+    # a search trial in local mode keeps none (it is rerun whole after an interrupt)
+    keeps_checkpoints = cfg.train.checkpoint_every > 0 and not (local_mode and hooks.local_mode)
     write_run_state(run_dir, mlflow_run_id=run_id, tracking_uri=uri, pipeline=pipeline, started_at=t0,
                     storage=storage, resumes=resume.resumes if resume else None,
-                    trainer="in_process" if in_process else "ray_train")
-    say_start(cfg, idx, run_dir, run_id, use_gpu, in_process and not hooks.in_process)
+                    trainer="local_mode" if local_mode else "ray_train")
+    say_start(cfg, idx, run_dir, run_id, use_gpu, local_mode and not hooks.local_mode)
     if quiet:
         say_console_log(run_dir)
     if (tok := save_tokenizer(idx, run_dir)) is not None and not resume:
@@ -132,15 +131,14 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
     collector = None
     stalled = False
     try:
-        # a trial in process on a shared stream: no actor of its own reports to its collector
-        collector = open_collector(
-            in_process and hooks.shared_stream is not None,
+        collector = RunCollector.remote(
             # epochs are final once a checkpoint covers them (a restart or resume replays the rest)
             cfg.echo.factor, cfg.echo.max_factor, checkpointed=keeps_checkpoints,
             n_train=len(idx.train_ids), max_bad_fraction=cfg.source.max_bad_fraction,
             resume=resume.collector_seed() if resume else None, start_factor=cfg.echo.auto_start())
-        fit = (_in_process_fit(cfg, idx, collector, storage, keeps_checkpoints, resume, hooks.shared_stream)
-               if in_process else build_trainer(cfg, idx, plan, use_gpu, collector, storage).fit)
+        local_fit = (local_config(cfg, storage, keeps_checkpoints, resume.checkpoint if resume else None)
+                     if local_mode else None)
+        fit = build_trainer(cfg, idx, plan, use_gpu, collector, storage, local=local_fit).fit
 
         events = _RunEvents(logger, hooks, resume, idx)
         live = LiveProgress(epoch_clock(cfg, len(idx.train_ids)), cfg.train.log_every_s, events.on_live)
@@ -151,7 +149,7 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
                           (pipeline, run_id, uri, t0))
         status = "FINISHED"
         return summary
-    except (KeyboardInterrupt, SystemExit, StreamClosed):  # Ctrl-C, Tune stopping a trial, its search's stream closed
+    except (KeyboardInterrupt, SystemExit):  # Ctrl-C, Tune stopping a trial
         status = "KILLED"
         say(f"interrupted; continue with: echoray train --resume {run_dir}")
         raise
@@ -159,7 +157,7 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
         stalled = True
         raise
     finally:
-        _end_collector(collector, status, in_process, stalled)
+        _end_collector(collector, status, local_mode, stalled)
         logger.end(status)
 
 
@@ -226,55 +224,39 @@ def _finish(cfg: PipelineConfig, idx: SourceIndex, collector, logger: RunLogger,
                           events.history, events.factor_points, resume)
 
 
-def choose_in_process(cfg: PipelineConfig, use_gpu: bool, local: bool, hooks: RunHooks,
+def choose_local_mode(cfg: PipelineConfig, use_gpu: bool, local: bool, hooks: RunHooks,
                       resume: Resume | None) -> bool:
-    """Whether this run trains in the driver's process (train/in_process.py) rather than in
-    a Ray Train worker group: as it started when resumed; when a search trial asks
-    (hooks.in_process) or `scaling.in_process` says so (auto: on a local Ray this command
-    started). Only where nothing of Ray Train would be used; `true` otherwise is bad input."""
+    """Whether this run trains in Ray Train's local mode (the train function in this process)
+    rather than in a worker group: as it started when resumed; else where the run fits it
+    (train/local_mode.py) and a search trial asks (hooks.local_mode) or `scaling.local_mode`
+    says so (auto: on a local Ray this command started). `true` where it does not fit is bad input."""
     if resume is not None:
-        return resume.trainer == "in_process"
-    mode = cfg.scaling.in_process
-    possible = trains_in_process(cfg, use_gpu)
-    if mode is True and not possible:
-        raise ConfigError("scaling.in_process: true needs one CPU worker (scaling.num_workers: 1, no GPU), "
+        return resume.trainer == "local_mode"
+    mode = cfg.scaling.local_mode
+    fits = fits_local_mode(cfg, use_gpu)
+    if mode is True and not fits:
+        raise ConfigError("scaling.local_mode: true needs one CPU worker (scaling.num_workers: 1, no GPU), "
                           "scaling.max_failures: 0 and batch_augmentation.mode: local; set it to auto or false")
-    return possible and (hooks.in_process or mode is True or (mode == "auto" and local))
+    return fits and (hooks.local_mode or mode is True or (mode == "auto" and local))
 
 
-def _in_process_fit(cfg: PipelineConfig, idx: SourceIndex, collector, storage: str, keeps_checkpoints: bool,
-                    resume: Resume | None, shared=None) -> Callable[[], None]:
-    from echoray.train.checkpoint_store import CheckpointStore
-
-    # With the audit on, each checkpoint holds its epochs' audit rows: keep them all (as Ray Train).
-    store = (CheckpointStore(storage, None if cfg.audit.enabled else cfg.train.checkpoints_to_keep,
-                             cfg.storage.retry_s)
-             if keeps_checkpoints else None)
-    return in_process_fit(cfg, idx, collector, store, resume.checkpoint if resume else None, shared)
-
-
-def _end_collector(collector, status: str, in_process: bool, stalled: bool) -> None:
+def _end_collector(collector, status: str, local_mode: bool, stalled: bool) -> None:
     """Stop what still trains of a run that did not finish, then let its collector go.
-    A loop in this process stops at its next step (runtime/stop.py) and a Ray Train fit
-    when its aborted controller returns: both are waited for (FIT_JOIN_S) before the
-    collector goes and before Ray is shut down. A stalled Ray Train fit with no controller
-    to abort is abandoned instead: its worker group has waited train.stall_timeout_s for
-    resources already, nothing reaches it, and it returns only once placed (then at once:
-    the collector is aborted). Waiting FIT_JOIN_S, and the CLI's 10 s after it, were 70 s
-    of nothing after every such stall (the e2e stall test took 104 s)."""
+    A local-mode loop stops at its next step (runtime/stop.py) and a worker group when its
+    aborted controller returns: both are waited for (FIT_JOIN_S) before the collector goes
+    and before Ray is shut down. A stalled worker group with no controller to abort is
+    abandoned instead: it has waited train.stall_timeout_s for resources already, nothing
+    reaches it, and it returns only once placed (then at once: the collector is aborted)."""
     if collector is None:
         return
     if status != "FINISHED":
         aborted = stop_training(collector, f"the driver stopped: {status}")
-        if stalled and not in_process and not aborted:
+        if stalled and not local_mode and not aborted:
             abandon_fits()
         else:
             join_fit(FIT_JOIN_S)
-    if in_process:
-        # The process lives on (a reused trial actor) and still held handles to the
-        # collector: one idle collector process per trial stayed alive, measured. A
-        # loop still running meets the dead actor at its next heartbeat and ends.
-        end_collector(collector)
+    if local_mode:  # the process lives on (a reused trial actor): its collector must not
+        ray.kill(collector)
 
 
 def _open_mlflow_run(cfg, logger, run_dir, pipeline, t0, resume, hooks, train_run_name):

@@ -48,7 +48,7 @@ def test_a_few_undecodable_images_are_skipped_and_counted(local_ray, tmp_path, s
                            "--set", "source.max_bad_fraction=0.05", "--set", "train.max_epochs=3",
                            # in this process, as `echoray train` on a local Ray it started (the
                            # reads, and so the skips, are the Ray Data actors' either way)
-                           "--set", "audit.enabled=true", "--set", "scaling.in_process=true")) == 0
+                           "--set", "audit.enabled=true", "--set", "scaling.local_mode=true")) == 0
     s = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert s["faults"]["skipped_bad_examples"] == 2 and sorted(s["faults"]["skipped_bad_files"]) == sorted(bad)
     good = len(idx.train_ids) - 2  # 158 readable examples per epoch; batches of 32, the stream read to its end

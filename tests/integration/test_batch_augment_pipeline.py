@@ -10,7 +10,7 @@ BASE = ["train.target=null", "audit.enabled=true", "source.limit=128", "train.ba
 # One worker trained in the test's process, as `echoray train` trains on a local Ray it
 # started: the same worker loop makes the views (test_warm_trials: the same audit rows as a
 # Ray Train run), ~10 s less per run. Grouped mode trains in a Ray Train worker group.
-IN_PROCESS = "scaling.in_process=true"
+IN_PROCESS = "scaling.local_mode=true"
 
 
 def by(t, *cols):

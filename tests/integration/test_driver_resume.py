@@ -1,7 +1,7 @@
 """The driver dies: SIGKILL (nothing can clean up), then SIGTERM (a scheduler's stop) on
 the resumed run, then `echoray train --resume` finishes it. Counters, the audit and the
 MLflow history come out as one unbroken run, with a Ray Train worker group or trained in
-the driver's process (scaling.in_process, its checkpoints in train/checkpoint_store.py). Batch echoing at e = 1.5 makes the counts
+the driver's process (scaling.local_mode, its checkpoints in train/checkpoint_store.py). Batch echoing at e = 1.5 makes the counts
 depend on every batch's repeat draw, and a checkpoint can fall between two repeats of
 a batch, which the resumed run must finish.
 
@@ -91,13 +91,13 @@ def logged(client, run_id):
 # Ray Train with its checkpoints in the run folder, the in-process trainer with them in S3.
 # A Ray Train group restoring from S3 is test_worker_failure.py's (its restart reads the
 # checkpoint as a resume does; a third case here cost ~100 s of the suite).
-@pytest.mark.parametrize("storage, trainer", [("run folder", "ray_train"), ("s3", "in_process")])
+@pytest.mark.parametrize("storage, trainer", [("run folder", "ray_train"), ("s3", "local_mode")])
 def test_killed_driver_resumes_into_one_unbroken_run(local_ray, s3, tmp_path, sqlite_uri, storage, trainer):
     db = sqlite_uri
     run = tmp_path / "run"
     runs = s3.make_bucket(f"echoray-ckpt-resume-{trainer.replace('_', '-')}") + "/runs" if storage == "s3" else None
     a = Driver(["train", *(["--set", f"train.storage_path={runs}"] if runs else []),
-                "--set", f"scaling.in_process={trainer == 'in_process'}",
+                "--set", f"scaling.local_mode={trainer == 'local_mode'}",
                 "--set", f"tracking.uri={db}", "--set", f"source.limit={N_TRAIN}",
                 "--set", "train.batch_size=32", "--set", f"train.max_epochs={N_EPOCHS}", "--set", "train.target=null",
                 "--set", "echo.stage=batch", "--set", "echo.factor=1.5", "--set", "train.checkpoint_min_interval_s=0",
@@ -149,7 +149,7 @@ def test_killed_driver_resumes_into_one_unbroken_run(local_ray, s3, tmp_path, sq
     # the checkpoints stayed where the run put them, kept by the trainer the run started with
     state = json.loads((run / "run.json").read_text())
     assert state["trainer"] == trainer
-    folder, index = ("train_in_process", "checkpoints.json") if trainer == "in_process" else \
+    folder, index = ("train_local", "checkpoints.json") if trainer == "local_mode" else \
         ("train", "checkpoint_manager_snapshot.json")
     if runs:
         assert state["ray_train_storage"] == f"{runs}/run"

@@ -15,7 +15,7 @@ BASE = ["train.target=null", "audit.enabled=true", "source.limit=128", "train.ma
 # started: the same stream, echo and worker loop as a Ray Train worker's (test_warm_trials:
 # the same audit rows), ~10 s less per run. The two-worker tests and auto echo below train
 # in Ray Train worker groups.
-IN_PROCESS = "scaling.in_process=true"
+IN_PROCESS = "scaling.local_mode=true"
 
 
 def rows(audit):

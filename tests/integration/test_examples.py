@@ -71,7 +71,7 @@ start_ray()
 uri, npy, out = sys.argv[1:4]
 base = {"tracking.uri": uri, "train.target": None, "train.max_epochs": 2, "audit.enabled": True}
 echoray.train("examples/my_model.yaml", {**base, "source.limit": 256}, out=out + "/model")  # a Ray Train worker's ops
-base["scaling.in_process"] = True  # the reader's and the Dataset's runs train in this process
+base["scaling.local_mode"] = True  # the reader's and the Dataset's runs train in this process
 echoray.train("examples/my_reader.yaml", {**base, "source.path": npy, "source.limit": 192}, out=out + "/reader")
 import numpy as np, ray
 images, labels = np.load(npy + "/images.npy"), np.load(npy + "/labels.npy")

@@ -12,11 +12,11 @@ from echoray.data.sources import index_source
 REPO = Path(__file__).resolve().parents[2]
 PIPELINE = REPO / "pipelines" / "fashion_mnist.yaml"
 FASHION = Path("/usr/share/datasets/fashion-mnist")
-# scaling.in_process: trained in the test's process, as `echoray train` trains a one-worker
+# scaling.local_mode: trained in the test's process, as `echoray train` trains a one-worker
 # run on a local Ray it started (the same stream and counts as a Ray Train worker's,
 # test_warm_trials; ~10 s less per run than starting a worker group).
 SMALL = ["source.limit=384", "source.eval_limit=256", "train.max_epochs=2", "train.target=null",
-         "train.batch_size=64", "audit.enabled=true", "echo.shuffle_buffer=512", "scaling.in_process=true"]
+         "train.batch_size=64", "audit.enabled=true", "echo.shuffle_buffer=512", "scaling.local_mode=true"]
 
 pytestmark = pytest.mark.skipif(not FASHION.is_dir(), reason="Debian's dataset-fashion-mnist is not installed")
 

@@ -68,7 +68,7 @@ def test_a_run_with_a_head_start_counts_exactly(run_pipeline, tmp_path):
     once per pass, and the collector counted the head's reads with the pool's."""
     root = write_jpeg_folder(tmp_path / "jpg", n=96)
     o = overrides(root, "train.max_epochs=2", "train.target=null", "audit.enabled=true", "model.width=8",
-                  "scaling.in_process=true")
+                  "scaling.local_mode=true")
     cfg = load_config(None, o)
     train_ids = index_source(cfg.source).train_ids
     assert head_start_chunks(cfg, index_source(cfg.source)) == 6

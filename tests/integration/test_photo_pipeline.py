@@ -32,7 +32,7 @@ def test_echoed_copies_each_crop_the_full_image_and_counts_are_exact(run_pipelin
                                 "model.width=8",
                                 # in the test's process, as `echoray train` on a local Ray it
                                 # started (the same stream and counts, test_warm_trials)
-                                "scaling.in_process=true")
+                                "scaling.local_mode=true")
     summary, audit = run_pipeline(None, *overrides, name="photos")
     train_ids = index_source(load_config(None, overrides).source).train_ids
     t = audit.to_pydict()

@@ -17,7 +17,7 @@ What may differ between the two runs, and is not compared: times (`train_s`, `wa
 time to the first step or to the target) and how far the source read ahead of training
 (`source_reads`). Each case runs twice in this process's Ray (tests/integration/
 conftest.py), in process as `echoray train` trains (the default case exactly as
-`echoray train` runs it, to its target). A Ray Train worker group (`scaling.in_process=false`)
+`echoray train` runs it, to its target). A Ray Train worker group (`scaling.local_mode=false`)
 passed the same check once but takes 80 s here, so it is not in the suite.
 """
 
@@ -51,7 +51,7 @@ def evaluations(summary: dict) -> list[dict]:
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_two_runs_with_one_seed_record_the_same_evaluations(run_pipeline, case):
-    overrides = ["scaling.in_process=true", "audit.enabled=true", *CASES[case]]
+    overrides = ["scaling.local_mode=true", "audit.enabled=true", *CASES[case]]
     first, audit_1 = run_pipeline(None, *overrides, name=f"{case}_1")
     second, audit_2 = run_pipeline(None, *overrides, name=f"{case}_2")
 

@@ -16,8 +16,8 @@ from test_driver_resume import Driver
 
 TRAIN = ["--set", "train.target=null", "--set", "train.max_epochs=12"]
 KINDS = {
-    "in_process": ["train", "--set", "scaling.in_process=true", *TRAIN],
-    "ray_train": ["train", "--set", "scaling.in_process=false", *TRAIN],
+    "local_mode": ["train", "--set", "scaling.local_mode=true", *TRAIN],
+    "ray_train": ["train", "--set", "scaling.local_mode=false", *TRAIN],
     "search": ["tune", "pipelines/digits_search.yaml", "--trials", "2", "--set", "train.target=null"],
 }
 
@@ -32,7 +32,7 @@ def wait_until(predicate, timeout_s=300):
 # One process of each kind, the two moments shared out (seed 0: 1.69 s, seed 1: 0.27 s
 # after training started). Both seeds for every kind made 6 processes of 15-28 s each,
 # 2.8 min of the tier.
-@pytest.mark.parametrize("kind, seed", [("in_process", 0), ("ray_train", 1), ("search", 0)])
+@pytest.mark.parametrize("kind, seed", [("local_mode", 0), ("ray_train", 1), ("search", 0)])
 def test_sigterm_at_a_random_moment_exits_143_with_the_run_killed(local_ray, tmp_path, sqlite_uri, repo, kind,
                                                                    seed):
     db = sqlite_uri

@@ -10,7 +10,7 @@ store or a network partition looks like) and thawed with SIGCONT.
   nothing half-written in the index; `echoray train --resume` then finishes it with the
   counters of an unfailed run.
 
-Runs train in the driver's process (scaling.in_process) attached to the tests' local Ray,
+Runs train in the driver's process (scaling.local_mode) attached to the tests' local Ray,
 as in test_driver_resume.py; storage.retry_s is 10 s so the long case ends in ~15 s (a
 request to the frozen server times out after storage.REQUEST_TIMEOUT_S). Emulated read
 latency paces the epochs (~1 s each) so the freeze falls mid-run."""
@@ -70,7 +70,7 @@ def checkpoints_to_store(runs):
 def start(tmp_path, name, source_args, retry_s=RETRY_S):
     db = f"sqlite:///{tmp_path / f'{name}.db'}"
     run = tmp_path / name
-    d = Driver(["train", *source_args, "--set", "scaling.in_process=true", "--set", f"tracking.uri={db}",
+    d = Driver(["train", *source_args, "--set", "scaling.local_mode=true", "--set", f"tracking.uri={db}",
                 "--set", f"train.batch_size={BATCH}", "--set", f"train.max_epochs={EPOCHS}",
                 "--set", "train.target=null", "--set", "train.checkpoint_min_interval_s=0",
                 "--set", f"storage.retry_s={retry_s}", "--out", str(run)], tmp_path)
@@ -91,8 +91,8 @@ def start(tmp_path, name, source_args, retry_s=RETRY_S):
 def checkpoint_index(s3, runs, run, where):
     """The run's checkpoint index: in the run folder (reads) or in the bucket (checkpoint write)."""
     if where == "reads":
-        return json.loads((run / "ray" / "train_in_process" / "checkpoints.json").read_text())
-    root = f"{runs.removeprefix('s3://')}/run/train_in_process"
+        return json.loads((run / "ray" / "train_local" / "checkpoints.json").read_text())
+    root = f"{runs.removeprefix('s3://')}/run/train_local"
     return json.loads(s3.filesystem().open_input_stream(f"{root}/checkpoints.json").read())
 
 
@@ -131,13 +131,13 @@ def test_an_outage_shorter_than_retry_s_is_waited_out(local_ray, s3, s3_data, tm
     assert d.finish() == 0, d.output[-3000:]
     assert_unfailed_counts(run, client, run_id, n_train, resumes=0)
     log = console_log(run)
-    uri = f"source.path {s3_data['parquet'][1]}" if where == "reads" else f"train.storage_path {runs}/run/train_in_process"
+    uri = f"source.path {s3_data['parquet'][1]}" if where == "reads" else f"train.storage_path {runs}/run/train_local"
     assert f"{uri}" in log and "object store not answering" in log and "answered again after" in log, log[-3000:]
     if where == "checkpoint write":
         kept = json.loads(s3.filesystem().open_input_stream(
-            f"{runs.removeprefix('s3://')}/run/train_in_process/checkpoints.json").read())
+            f"{runs.removeprefix('s3://')}/run/train_local/checkpoints.json").read())
         assert [k["epoch"] for k in kept] == [EPOCHS - 1, EPOCHS]  # train.checkpoints_to_keep: 2
-        keys = s3.keys(f"{runs}/run/train_in_process")
+        keys = s3.keys(f"{runs}/run/train_local")
         assert sorted({k.split("/")[0] for k in keys}) == ["checkpoint_000007", "checkpoint_000008", "checkpoints.json"]
 
 
@@ -159,7 +159,7 @@ def test_an_outage_longer_than_retry_s_fails_the_run_and_resume_finishes_it(loca
         failed_after = time.monotonic() - t
     assert rc == 1, d.output[-3000:]
     assert RETRY_S <= failed_after, failed_after
-    uri = f"source.path {s3_data['parquet'][1]}" if where == "reads" else f"train.storage_path {runs}/run/train_in_process"
+    uri = f"source.path {s3_data['parquet'][1]}" if where == "reads" else f"train.storage_path {runs}/run/train_local"
     failure = [ln for ln in d.lines if ln.startswith("echoray: run failed")]
     assert len(failure) == 1 and uri in failure[0] and f"storage.retry_s={RETRY_S}" in failure[0], d.output[-3000:]
     assert client.get_run(run_id).info.status == "FAILED" and not (run / "summary.json").exists()
@@ -168,7 +168,7 @@ def test_an_outage_longer_than_retry_s_fails_the_run_and_resume_finishes_it(loca
     time.sleep(1)  # requests the frozen server held are answered once it runs again
     index = checkpoint_index(s3, runs, run, where)
     if where == "checkpoint write":
-        keys = s3.keys(f"{runs}/run/train_in_process")
+        keys = s3.keys(f"{runs}/run/train_local")
         for k in index:
             assert {key.split("/", 1)[1] for key in keys if key.startswith(k["name"] + "/")} == CKPT_FILES
     assert 1 <= index[-1]["epoch"] < EPOCHS

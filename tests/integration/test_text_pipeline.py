@@ -19,7 +19,7 @@ TINY = ["train.target=null", "audit.enabled=true", "train.max_epochs=2", "train.
         "model.heads=2", "train.log_every_s=0", "train.checkpoint_every=0",
         # trained in the test's process, as `echoray train` trains a one-worker run on a local
         # Ray it started (the same stream and counts as a Ray Train worker's, test_warm_trials)
-        "scaling.in_process=true"]
+        "scaling.local_mode=true"]
 
 
 def write_corpus(root: Path) -> Path:

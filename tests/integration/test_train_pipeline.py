@@ -19,7 +19,7 @@ SMALL = ["train.max_epochs=3", "train.target=null", "audit.enabled=true", "train
 # rows as a Ray Train run), and a Ray Train worker group cost each run ~10 s more. The Ray
 # Train path has its own: test_digits_end_to_end_exact_counts_and_mlflow, test_echo_pipeline,
 # test_batch_augment_pipeline, test_bad_data, test_worker_failure, test_driver_resume.
-IN_PROCESS = "scaling.in_process=true"
+IN_PROCESS = "scaling.local_mode=true"
 
 SUMMARY_KEYS = {
     "pipeline", "run_dir", "mlflow_run_id", "mlflow_tracking_uri", "echo", "batch_augmentation",

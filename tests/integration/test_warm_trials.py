@@ -1,4 +1,4 @@
-"""Warm search trials (train/in_process.py): a one-worker run trained inside a long-lived
+"""Warm search trials (Ray Train local mode): a one-worker run trained inside a long-lived
 Ray actor, as a reused Tune trial actor does. Two runs in one actor keep the exact
 accounting of a Ray Train run of the same config (the same (epoch, sample, augmentation
 key) rows, every id once per epoch), their own MLflow runs under a parent, and leave no
@@ -38,7 +38,7 @@ class TrialActor:
         from echoray.run import RunHooks, train
 
         cfg = load_config(None, overrides)
-        hooks = RunHooks(parent_run_id=parent_run_id, in_process=True, tags={"echoray.trial_key": out[-2:]})
+        hooks = RunHooks(parent_run_id=parent_run_id, local_mode=True, tags={"echoray.trial_key": out[-2:]})
         return train(cfg, "embedded:digits", out, time.time(), hooks=hooks), os.getpid()
 
 

@@ -148,15 +148,15 @@ def test_study_variants_parse_and_reject_bad_ones():
             parse_variants(bad)
 
 
-def test_only_one_cpu_worker_without_restarts_trains_in_process():
-    from echoray.train.in_process import trains_in_process
+def test_only_one_cpu_worker_without_restarts_fits_local_mode():
+    from echoray.train.local_mode import fits_local_mode
 
     base = load_config(None, ["scaling.max_failures=0"])
-    assert trains_in_process(base, use_gpu=False)
-    assert not trains_in_process(base, use_gpu=True)  # a GPU trial keeps Ray Train's device setup
+    assert fits_local_mode(base, use_gpu=False)
+    assert not fits_local_mode(base, use_gpu=True)  # a GPU trial keeps Ray Train's device setup
     for other in ("scaling.num_workers=2", "scaling.max_failures=1",
                   "batch_augmentation.mode=grouped"):
-        assert not trains_in_process(load_config(None, ["scaling.max_failures=0", other]), use_gpu=False), other
+        assert not fits_local_mode(load_config(None, ["scaling.max_failures=0", other]), use_gpu=False), other
 
 
 def test_a_trial_interrupted_before_its_params_json_counts_as_unfinished(tmp_path):

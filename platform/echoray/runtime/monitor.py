@@ -162,7 +162,7 @@ def _watch(done: threading.Event, collector, plan, stall_timeout_s, started, pol
         done.wait(poll_s)
         # Whether the fit had ended is read before the poll, so the last poll comes after
         # its end and holds its final record: a fit that returns right after the workers'
-        # finish (a run trained in process, train/in_process.py) ended between a poll and
+        # finish (a local-mode run) ended between a poll and
         # the check after it in 2 of 20 digits trials ("no final report from rank 0").
         ended = done.is_set()
         state = ray.get(collector.poll.remote(seen, seen_factors, final_since, ended))

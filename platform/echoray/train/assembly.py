@@ -1,6 +1,6 @@
-"""One way a worker is assembled, whatever hosts it: a Ray Train worker (train/loop.py
-run_worker), the in-process trainer (train/in_process.py) and the tests and benchmarks
-(train/local_run.py local_loop) each say only what differs — rank and world, device, the
+"""One way a worker is assembled, whatever hosts it: Ray Train (train/loop.py run_worker,
+in a worker group or in local mode) and the tests and benchmarks (train/local_run.py
+local_loop) each say only what differs — rank and world, device, the
 collector link, the collectives, how the model is wrapped, what stops it — in a
 `WorkerSite`; `build_loop` makes the WorkerLoop from it and `restore_and_keep` restores
 the checkpoint it was handed and, where checkpoints are kept, attaches the Checkpointer."""

@@ -1,17 +1,16 @@
-"""Checkpoints of a run trained in the driver's process (train/in_process.py), kept
-where Ray Train would keep them: the run's storage, a folder or an object store URI.
+"""Checkpoints of a run in Ray Train's local mode, kept where a worker group's would be:
+the run's storage, a folder or an object store URI (train/local_fit.py says why: local
+mode's report keeps a checkpoint in memory only). A worker group's controller keeps its
+checkpoints and a snapshot that names the latest; this store does the same in a few lines:
 
-Ray Train keeps its checkpoints and a snapshot that names the latest; a run trained in
-process has no Ray Train, so this store does the same in a few lines:
-
-    <storage>/train_in_process/checkpoint_000001/   the files of train/checkpoint.py write
-    <storage>/train_in_process/checkpoints.json     the kept ones, oldest first, with metrics
+    <storage>/train_local/checkpoint_000001/   the files of train/checkpoint.py write
+    <storage>/train_local/checkpoints.json     the kept ones, oldest first, with metrics
 
 A checkpoint counts once the index names it: the folder is uploaded first, the index
 written after, so a driver killed mid-upload leaves an unlisted folder that the next
 save of that number replaces. The oldest beyond `keep` are deleted after the index no
 longer names them. Checkpoints come back as `ray.train.Checkpoint`s (path and pyarrow
-filesystem), the type the worker loop restores from in either trainer.
+filesystem), the type the worker loop restores from either way.
 
 An object store that stops answering (or answers 5xx) is waited out for storage.retry_s
 (echoray/storage_retry.py) at each step of a save: reading the index, the upload (redone
@@ -32,7 +31,7 @@ import pyarrow.fs as pafs
 from echoray.storage import open_location, upload_folder
 from echoray.storage_retry import RetryPolicy, Transient
 
-DIR = "train_in_process"
+DIR = "train_local"
 INDEX = "checkpoints.json"
 
 

@@ -17,3 +17,19 @@ def train_loop_per_worker(config: dict) -> None:
 
         report_fatal(config["collector"], exc)  # bad data: no retry would help
         raise
+
+
+def train_loop_local(config: dict) -> None:
+    """The same function in Ray Train's local mode (train/local_fit.py): what this process
+    held before the run is left out of the garbage collector's scans (`gc.freeze`: the
+    imports, and in a reused Tune trial actor the trials before), and the stream's threads
+    end before the function returns."""
+    import gc
+
+    from echoray.train.local_fit import settle_stream
+
+    gc.freeze()
+    try:
+        train_loop_per_worker(config)
+    finally:
+        settle_stream()

@@ -46,7 +46,7 @@ class Checkpointer:
     def __init__(self, cfg: PipelineConfig, idx: SourceIndex, collector, rank: int, world: int,
                  consumed: ConsumedLog, first_open_pass: int = 0, sink: Callable[[dict, Any], None] | None = None):
         """`sink(metrics, local_dir)` keeps a written checkpoint: Ray Train's report by
-        default; a run trained in process passes its CheckpointStore's (train/in_process.py)."""
+        default; a local-mode run passes its CheckpointStore's (train/local_fit.py)."""
         self.cfg, self.idx, self.collector = cfg, idx, collector
         self.sink = sink or checkpoint.report
         self.rank, self.world, self.consumed = rank, world, consumed

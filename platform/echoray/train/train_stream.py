@@ -18,7 +18,9 @@ from echoray.data.sources import SourceIndex
 class TrainStream:
     """The trainer's "train" dataset as a factory: Ray Train calls it in its controller each
     time a worker group starts, so a group restarted after a failure reads from the
-    checkpoint it restores (the collector holds the latest one Ray Train registered)."""
+    checkpoint it restores (the collector holds the latest one Ray Train registered). In
+    local mode Ray Train calls it once, in the driver, and hands the Dataset itself to the
+    train function (no DataConfig applies, so the output order is set here)."""
 
     def __init__(self, cfg: PipelineConfig, idx: SourceIndex, collector):
         self.cfg, self.idx, self.collector = cfg, idx, collector
@@ -27,9 +29,12 @@ class TrainStream:
         from echoray.runtime.session import quiet_data
         from echoray.train.checkpoint import read_replay
 
-        quiet_data()  # this runs in Ray Train's controller, not the driver
-        # ... so it can hand the controller to the driver, which stops it if the run fails.
-        self.collector.register_controller.remote(ray.get_runtime_context().current_actor)
+        quiet_data()  # this runs in Ray Train's controller (local mode: the driver)
+        context = ray.get_runtime_context()
+        if context.get_actor_id() is not None:  # the controller, for the driver to stop if the run fails
+            self.collector.register_controller.remote(context.current_actor)
         commit = ray.get(self.collector.latest_checkpoint.remote())
         first_epoch, consumed = read_replay(commit["checkpoint"]) if commit else (0, None)
-        return build_train_dataset(self.cfg, self.idx, self.collector, first_epoch, consumed)
+        ds = build_train_dataset(self.cfg, self.idx, self.collector, first_epoch, consumed)
+        ds.context.execution_options.preserve_order = self.cfg.preprocess.deterministic
+        return ds

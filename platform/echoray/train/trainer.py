@@ -20,7 +20,7 @@ from echoray.retrying_fs import retrying
 from echoray.runtime.commit import CommitCallback
 from echoray.runtime.resources import ResourcePlan
 from echoray.storage import is_uri, open_location
-from echoray.train.entry import train_loop_per_worker
+from echoray.train.entry import train_loop_local, train_loop_per_worker
 from echoray.train.groups import GroupedDataConfig
 from echoray.train.train_stream import TrainStream
 
@@ -57,17 +57,20 @@ def train_storage(storage: str, retry_s: float):
 
 
 def build_trainer(
-    cfg: PipelineConfig, idx: SourceIndex, plan: ResourcePlan, use_gpu: bool, collector, storage: str
+    cfg: PipelineConfig, idx: SourceIndex, plan: ResourcePlan, use_gpu: bool, collector, storage: str,
+    local: dict | None = None,
 ) -> TorchTrainer:
-    """`storage`: where the checkpoints go (echoray.storage.checkpoint_location), a folder or URI."""
+    """`storage`: where the checkpoints go (echoray.storage.checkpoint_location), a folder or URI.
+    `local`: train in Ray Train's local mode (train/local_fit.py local_config), else a worker group."""
     per_worker = {k: v for k, v in plan.per_worker.items() if k != "GPU"}
     storage_path, storage_fs = train_storage(storage, cfg.storage.retry_s)
     os.environ.setdefault(*HEALTH_CHECK_INTERVAL)  # read from the driver's environment at fit()
+    config = {"cfg": cfg.model_dump(mode="json"), "index": idx, "collector": collector, **(local or {})}
     return TorchTrainer(
-        train_loop_per_worker,
-        train_loop_config={"cfg": cfg.model_dump(mode="json"), "index": idx, "collector": collector},
+        train_loop_local if local else train_loop_per_worker,
+        train_loop_config=config,
         scaling_config=ScalingConfig(
-            num_workers=cfg.scaling.num_workers, use_gpu=use_gpu, resources_per_worker=per_worker
+            num_workers=0 if local else cfg.scaling.num_workers, use_gpu=use_gpu, resources_per_worker=per_worker
         ),
         torch_config=TorchConfig(backend="nccl" if use_gpu else "gloo"),
         # A factory, not a Dataset: each (re)started worker group reads from its checkpoint on.

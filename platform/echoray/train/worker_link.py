@@ -78,17 +78,6 @@ class LocalLink:
         return float(self.target.echo_factor())
 
 
-def link_to(collector) -> CollectorLink | LocalLink:
-    """The worker loop's link to a run's collector: direct calls to a LocalCollector, which
-    lives in this process (runtime/local_collector.py), or the actor's handle otherwise.
-    Through its handle interface a LocalCollector would put every reply in the object store:
-    a heartbeat and an echo factor request at every step, 4% of a shared search trial's
-    process time (py-spy)."""
-    from echoray.runtime.local_collector import LocalCollector
-
-    return LocalLink(collector) if isinstance(collector, LocalCollector) else CollectorLink(collector)
-
-
 @dataclass
 class Collectives:
     """The collectives the loop uses; every rank calls them at the same points."""

@@ -54,16 +54,16 @@ NO_AUTO_LOGGERS = "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"
 
 
 def warm_trial_resources(cfg: PipelineConfig) -> dict[str, float] | None:
-    """What a trial actor asks for when it trains the trial itself (train/in_process.py):
+    """What a trial actor asks for when it trains the trial itself (Ray Train's local mode):
     the train worker's share, which the trial then no longer asks of Ray Train, so the
     plan (runtime/resources.py) and the concurrency it allows stay the same.
     None: the trials are Ray Train fits (search.warm_trials false, more than one worker,
     restarts, a GPU or custom worker resources)."""
     from echoray.runtime.placement import fit_placement
-    from echoray.train.in_process import trains_in_process
+    from echoray.train.local_mode import fits_local_mode
 
     cfg, _ = fit_placement(cfg)
-    if not cfg.search.warm_trials or cfg.scaling.resources_per_worker or not trains_in_process(cfg, resolve_gpu(cfg)):
+    if not cfg.search.warm_trials or cfg.scaling.resources_per_worker or not fits_local_mode(cfg, resolve_gpu(cfg)):
         return None
     return {"cpu": cfg.scaling.cpus_per_worker, "memory": TRIAL_DRIVER_RESOURCES["memory"]}
 

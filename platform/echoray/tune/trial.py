@@ -90,11 +90,10 @@ def _run_trial(point: dict[str, Any], key: str, base: dict[str, Any], pipeline: 
     # A rerun after an interrupt starts over in a fresh folder (the earlier one is partial).
     out = Path(runs_dir) / f"{key}-{tune.get_context().get_trial_id()}-{int(t0)}"
     hooks = RunHooks(
-        parent_run_id=parent_run_id, run_name=f"{cfg.name}-{key}", on_epoch=report_epoch, in_process=in_process,
+        parent_run_id=parent_run_id, run_name=f"{cfg.name}-{key}", on_epoch=report_epoch, local_mode=in_process,
         tags={"echoray.trial_key": key, "echoray.repeat": str(point["repeat"]),
               "echoray.trial_index": str(point["index"]),
               **({"echoray.shared_stream": "true"} if stream is not None else {})},
-        shared_stream=stream,
     )
     from echoray.tune.search_storage import upload_run
 
