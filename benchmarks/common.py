@@ -6,12 +6,17 @@ Every benchmarks/results/NAME.json a benchmark writes carries, at its top level,
     "load_avg":   {"start": 1-min load average when the benchmark started (this module's
                    import, the first thing each script does), "end": when it saved,
                    "start_1_5_15": [...], "end_1_5_15": [...]}
-    "provenance": {"commit", "dirty" (uncommitted changes in the work tree), "command"
-                   (the script and its arguments), "args", "seeds", "repeats",
-                   "cpus", "python", "saved_at"}
+    "provenance": {"commit" (HEAD when the benchmark started), "clean" (no change to a
+                   tracked or untracked file outside benchmarks/results/ at the start and
+                   at the save, and HEAD unchanged), "seeds", "repeats", "started" and
+                   "ended" (UTC), "cpus", "foreign_cpu_share" (benchmarks/provenance.py:
+                   other processes' share of the machine's busy CPU over the run),
+                   "own_cpu_s", "foreign_cpu_s", "busy_cpu_s", "rejected_attempts" (the
+                   foreign shares of the earlier runs of this part that make bench threw
+                   away), "allow_dirty", "command", "args", "python"}
 
-benchmarks/check_figures.py (run by tests/unit/test_figures.py) reads that form and fails
-a figure quoted from a file without it, or recorded above its load limit.
+benchmarks/report.py reads that form: a file without it, from a dirty tree, or with a
+foreign CPU share above 0.05 is shown as "not a figure".
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import threading
 import time
 from pathlib import Path
 
+import provenance as cpu
 import psutil
 
 REPO = Path(__file__).resolve().parents[1]
@@ -114,16 +120,56 @@ def load_avg(start: tuple[float, float, float] | None = None, end: tuple[float, 
     return {"start": start[0], "end": end[0], "start_1_5_15": list(start), "end_1_5_15": list(end)}
 
 
+def _utc(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def _tree_state() -> tuple[str | None, bool | None]:
+    """(HEAD, whether no tracked or untracked file outside benchmarks/results/ differs)."""
+    status = _git("status", "--porcelain", "--", ".", ":(exclude)benchmarks/results")
+    return _git("rev-parse", "HEAD"), (not status) if status is not None else None
+
+
+class _Start:
+    """The run's start: HEAD, cleanliness and the CPU monitor, taken when a benchmark script
+    imports this module (or at the first save, in a process that is no benchmark script:
+    a test, a Ray worker importing a benchmark module starts nothing)."""
+
+    commit: str | None = None
+    clean: bool | None = None
+    monitor: cpu.CpuMonitor | None = None
+
+    @classmethod
+    def take(cls) -> type[_Start]:
+        if cls.monitor is None:
+            cls.commit, cls.clean = _tree_state()
+            # own: this process, its descendants (its Ray) and, under `make bench`
+            # (ECHORAY_BENCH_PART set, each part in a session of its own), the part's session
+            session = os.getsid(0) if os.environ.get("ECHORAY_BENCH_PART") else None
+            cls.monitor = cpu.CpuMonitor(session=session).start()
+        return cls
+
+
+if Path(getattr(sys.modules.get("__main__"), "__file__", None) or "-").resolve().parent == Path(__file__).parent.resolve():
+    _Start.take()
+
+
 def provenance(args=None, **extra) -> dict:
-    """Commit, command line and the seeds/repeats of the run (from argparse `args` where it
-    has them, or `extra`)."""
+    """The recorded `provenance` form (see the module docstring): commit and cleanliness at
+    the start and now, the foreign CPU share so far, the seeds/repeats of the run (from
+    argparse `args` where it has them, or `extra`)."""
     a = vars(args) if args is not None else {}
-    status = _git("status", "--porcelain", "--untracked-files=no")
-    return {"commit": _git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None,
-            "command": [Path(sys.argv[0]).name, *sys.argv[1:]], "args": a,
+    start = _Start.take()
+    commit, clean = _tree_state()
+    shares = start.monitor.result()
+    attempts = json.loads(os.environ.get("ECHORAY_BENCH_ATTEMPTS") or "[]")
+    return {"commit": start.commit, "clean": bool(start.clean and clean and commit == start.commit),
             "seeds": extra.pop("seeds", a.get("seeds")), "repeats": extra.pop("repeats", a.get("repeats")),
-            "cpus": os.cpu_count(), "python": platform.python_version(),
-            "saved_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), **extra}
+            "started": _utc(start.monitor.started), "ended": _utc(time.time()), "cpus": os.cpu_count(),
+            **shares, "rejected_attempts": attempts,
+            "allow_dirty": os.environ.get("BENCH_ALLOW_DIRTY") == "1",
+            "command": [Path(sys.argv[0]).name, *sys.argv[1:]], "args": a,
+            "python": platform.python_version(), **extra}
 
 
 def save(name: str, obj: dict, args=None, *, start_load=None, end_load=None, path: Path | None = None,

@@ -35,6 +35,6 @@ def test_gpu_step_tiny_runs_on_cpu_and_reports_each_case(local_ray, tmp_path):
     assert plain["final_echo_factor"] in (None, 1.0) and plain["measured_echo_factor"] == 1.0
     assert 1.0 <= auto["final_echo_factor"] <= 4.0  # echo.max_factor=4
     assert auto["trained_examples"] <= 4 * auto["fresh_examples"]
-    # the recorded form benchmarks/check_figures.py reads
+    # the recorded form benchmarks/report.py reads (benchmarks/common.py's save)
     assert set(record["load_avg"]) >= {"start", "end"} and record["provenance"]["commit"]
     assert record["provenance"]["args"]["tiny"] is True
