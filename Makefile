@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-unit test-integration test-e2e lint bench docs clean
+.PHONY: run test test-unit test-integration test-e2e lint bench bench-quick bench-report docs clean
 
 # pip (not uv/poetry): torch 2.14.1 / torchvision 0.29.1 resolve from this machine's disk.
 $(STAMP): pyproject.toml setup.py platform/echoray/data/_jpeg_region.c
@@ -41,10 +41,18 @@ test-e2e: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check platform tests jobs benchmarks
 
+# Every figure the README and docs/benchmarks quote, from one clean commit; the parts are
+# listed in benchmarks/parts.py (docs/benchmarks/index.md): `make bench` all (~2 h 10 min on
+# 2 idle cores), `make bench PART=name` one, `make bench-quick` each part's smoke scale
+# (~20 min), `make bench-report` the README's and the pages' tables from the results files.
 bench: $(STAMP)
-	$(BIN)/python benchmarks/startup.py
-	$(BIN)/python benchmarks/echo.py
-	$(BIN)/python benchmarks/batch_augmentation.py
+	$(BIN)/python benchmarks/bench.py $(if $(PART),--part $(PART))
+
+bench-quick: $(STAMP)
+	$(BIN)/python benchmarks/bench.py --quick $(if $(PART),--part $(PART))
+
+bench-report: $(STAMP)
+	$(BIN)/python benchmarks/report.py
 
 # The documentation site (mkdocs.yml, docs/): the reference pages are generated from the
 # code by docs/hooks.py; --strict fails on a broken link or a missing page.

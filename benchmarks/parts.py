@@ -1,0 +1,99 @@
+"""The parts of `make bench`: every benchmark run whose results the README's headline table
+and the benchmark pages' figure tables quote (benchmarks/report.py), in one list.
+
+Each part: its command (run from the repository root with the project's Python), the
+results files it writes into benchmarks/results/, its estimated minutes on the 2-core
+development machine when nothing else runs (from the runs recorded in the docs), what is
+scaled against the recorded figures, and its `make bench-quick` command (each script's
+smoke scale, results to runs/bench-quick/ or a temporary folder, never benchmarks/results;
+its minutes are estimates from the scripts' documented smoke times, the startup part's
+measured).
+
+The whole list must fit 150 minutes (tests/unit/test_bench_parts.py checks the sum).
+Scaled to fit, said here and in docs/benchmarks/index.md:
+- echo on images runs the R ~ 4 and R ~ 8 levels (not R ~ 6); Figure 3 on Fashion-MNIST
+  2 repeats of its 4-trial searches (not 3); the shared search 2 pairs on local files
+  (not 4, and no S3 pair); the text pipeline 2 repeats (not 4).
+- Not in `make bench` (their files stay records of earlier runs, shown as "not a figure"
+  until rerun by hand): Figure 4 on Fashion-MNIST (71 min), batch augmentation on
+  Fashion-MNIST (29 min), the `auto` factor trace (echo.py --halving), the S3 searches,
+  and the one-off experiments the pages describe (head-start sizes, block sizes, ...).
+
+benchmarks/accelerator.py and benchmarks/control_plane.py come from issue 60's and 61's
+work; until they are on main their parts fail with "not on this commit" and the report
+shows "no results yet".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+BUDGET_MIN = 150
+QUICK_BUDGET_MIN = 20
+
+
+@dataclass(frozen=True)
+class Part:
+    name: str
+    command: tuple[tuple[str, ...], ...]  # one or more script invocations, run in order
+    results: tuple[str, ...]  # files in benchmarks/results/ the commands write
+    minutes: float  # estimated, 2 idle cores
+    quick: tuple[tuple[str, ...], ...]
+    quick_minutes: float
+    scaled: str = ""  # against the figures the docs recorded before
+
+
+PARTS: tuple[Part, ...] = (
+    Part("startup", (("benchmarks/startup.py", "--repeats", "3", "--trainers", "auto", "false"),),
+         ("startup.json",), 6,
+         (("benchmarks/startup.py", "--repeats", "1", "--trainers", "auto"),), 1),
+    Part("echo_images", (("benchmarks/echo.py", "--r", "4", "--seeds", "0,1,2"),
+                         ("benchmarks/echo.py", "--r", "8", "--seeds", "0,1,2")),
+         ("echo_R4.json", "echo_R8.json"), 18,
+         (("benchmarks/echo.py", "--r", "4", "--seeds", "0", "--factors", "1,auto", "--epochs", "3"),), 2,
+         "R ~ 4 and 8 (the R ~ 6 level dropped)"),
+    Part("echo_text", (("benchmarks/lm.py", "--part", "auto"),), ("lm_auto_echo.json",), 9,
+         (("benchmarks/lm.py", "--smoke", "--part", "auto"),), 1),
+    Part("figure3", (("benchmarks/fashion_mnist.py", "--part", "figure3", "--repeats", "2"),),
+         ("fashion_mnist_figure3.json",), 19,
+         (("benchmarks/fashion_mnist.py", "--smoke", "--part", "figure3"),), 3,
+         "2 repeats of each 4-trial search (3 before)"),
+    Part("figure5", (("benchmarks/lm.py", "--part", "figure5"),), ("lm_echo_figure5.json",), 21,
+         (("benchmarks/lm.py", "--smoke", "--part", "figure5"),), 1.5),
+    Part("batch_augmentation", (("benchmarks/batch_augmentation.py", "--seeds", "3", "--epochs", "2"),),
+         ("batch_augmentation.json",), 11,
+         (("benchmarks/batch_augmentation.py", "--seeds", "1", "--epochs", "1", "--limit", "512"),), 2),
+    Part("text_ba", (("benchmarks/lm.py", "--part", "ba"),), ("lm_ba.json",), 5,
+         (("benchmarks/lm.py", "--smoke", "--part", "ba"),), 0.5),
+    Part("text_pipeline", (("benchmarks/lm.py", "--part", "pipeline"),), ("text_pipeline.json",), 5,
+         (("benchmarks/lm.py", "--smoke", "--part", "pipeline"),), 1, "2 repeats (4 before)"),
+    Part("input_pipeline", (("benchmarks/input_pipeline.py", "--files", "2000", "--repeats", "3", "--parts",
+                             "epochs", "--head-arms", "3000@1980", "--name", "input_pipeline_epochs"),),
+         ("input_pipeline_epochs.json",), 7,
+         (("benchmarks/input_pipeline.py", "--files", "200", "--repeats", "1", "--seconds", "5", "--parts",
+           "epochs", "--name", "input_pipeline_epochs"),), 1.5),
+    Part("accelerator", (("benchmarks/accelerator.py",),), ("accelerator.json",), 10,
+         (("benchmarks/accelerator.py", "--smoke"),), 2),
+    Part("shared_search", (("benchmarks/shared_stream.py", "--where", "local", "--pairs", "2", "--channels-last",
+                            "--seed-per-pair", "--name", "shared_stream_local"),),
+         ("shared_stream_local.json",), 10,
+         (("benchmarks/shared_stream.py", "--smoke", "--name", "shared_stream_local"),), 2,
+         "2 pairs on local files (4 before; the S3 pairs dropped)"),
+    Part("search_overhead", (("benchmarks/tune_overhead.py", "--trivial", "0", "--echoray", "8",
+                              "--echoray-concurrency", "2", "1"),), ("tune_overhead.json",), 4,
+         (("benchmarks/tune_overhead.py", "--trivial", "4", "--echoray", "0"),), 0.5),
+    Part("control_plane", (("benchmarks/control_plane.py",),), ("control_plane.json",), 5,
+         (("benchmarks/control_plane.py", "--smoke"),), 1),
+)
+
+
+def by_name(name: str) -> Part:
+    for p in PARTS:
+        if p.name == name:
+            return p
+    raise KeyError(f"no benchmark part {name!r}; the parts: {', '.join(p.name for p in PARTS)}")
+
+
+def part_of(results_file: str) -> Part | None:
+    """The part that writes `results_file` (a name in benchmarks/results/), if any."""
+    return next((p for p in PARTS if results_file in p.results), None)
