@@ -1,0 +1,365 @@
+"""`make bench-report`: the README's headline table and the benchmark pages' figure tables,
+written from benchmarks/results/*.json between marker comments
+
+    <!-- bench-report:NAME -->
+    ...generated...
+    <!-- /bench-report:NAME -->
+
+so a quoted figure cannot differ from its file. A results file is a figure only when its
+`provenance` (benchmarks/common.py) records a clean tree and a foreign CPU share of at
+most 0.05, and its commit is the report's commit (that of the figure file that ended
+last): otherwise its rows say "not a figure (reason)", and a file no run has written yet
+says "no results yet". tests/unit/test_bench_report.py checks that the committed tree is
+what this writes.
+
+    python benchmarks/report.py           # rewrite the tables in place
+    python benchmarks/report.py --check   # exit 1 naming each file it would change
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import parts as plist
+import provenance as cpu
+
+REPO = Path(__file__).resolve().parents[1]
+NO_RESULTS = "no results yet"
+
+
+@dataclass
+class Results:
+    """Every results file's record (None: absent) and reason not to quote it (None: a figure)."""
+
+    records: dict[str, dict | None]
+    reasons: dict[str, str | None]
+    commit: str | None
+
+    def figure(self, name: str) -> dict | None:
+        return self.records.get(name) if self.reasons.get(name, NO_RESULTS) is None else None
+
+    def status(self, name: str) -> str:
+        reason = self.reasons.get(name, NO_RESULTS)
+        if reason is None:
+            return f"figure (commit {self.commit[:7]})"
+        return reason if reason == NO_RESULTS else f"not a figure ({reason})"
+
+
+def _read(path: Path) -> dict | None:
+    if not path.exists():
+        return None
+    try:
+        rec = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return {"provenance": "unreadable JSON"}
+    return rec if isinstance(rec, dict) else {}
+
+
+def load(results_dir: Path, names: list[str]) -> Results:
+    """The records of `names` (and every *.json in results_dir) with their reasons."""
+    names = sorted(set(names) | {p.name for p in results_dir.glob("*.json")})
+    records = {n: _read(results_dir / n) for n in names}
+    reasons = {n: NO_RESULTS if r is None else cpu.verdict(r.get("provenance")) for n, r in records.items()}
+    quiet = [records[n]["provenance"] for n in names if reasons[n] is None]
+    commit = max(quiet, key=lambda p: p["ended"])["commit"] if quiet else None
+    for n in names:
+        if reasons[n] is None and records[n]["provenance"]["commit"] != commit:
+            reasons[n] = f"commit {records[n]['provenance']['commit'][:7]}, the others at {commit[:7]}"
+    return Results(records, reasons, commit)
+
+
+def quoted(res: Results, files: tuple[str, ...], extract) -> str:
+    """extract(*records) when every file is a figure, else the first file's status."""
+    for f in files:
+        if res.figure(f) is None:
+            return res.status(f)
+    try:
+        return extract(*(res.records[f] for f in files))
+    except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError, StopIteration) as exc:
+        return f"not a figure (its results file lacks {exc!s})"
+
+
+def mm(d: dict, fmt: str = "{:.2f}") -> str:
+    """'mean [min, max]' of a {mean|median, min, max} summary."""
+    mid = d["mean"] if "mean" in d else d["median"]
+    return f"{fmt.format(mid)} [{fmt.format(d['min'])}, {fmt.format(d['max'])}]"
+
+
+# --- the headline rows: (label, results files, extract(records...) -> text, page) -------------
+
+def startup_arm(rec: dict, trainer: str) -> dict:
+    return next(v for k, v in rec["summary"].items() if k.endswith(f"in_process={trainer}"))
+
+
+def h_startup(rec: dict) -> str:
+    s = startup_arm(rec, "auto")
+    return (f"the default run: **{s['wall_s']['median']:.1f} s** from command to exit, first training step at "
+            f"{s['time_to_first_step_s']['median']:.1f} s (medians of {rec['provenance']['repeats']})")
+
+
+def auto_row(level: dict) -> dict:
+    return next(r for r in level["rows"] if r["factor"] == "auto")
+
+
+def h_echo_images(*levels: dict) -> str:
+    cells = [f"**{auto_row(lv)['time_to_target_speedup']['mean']:.2f}x** at R ~ {lv['R']:.1f} "
+             f"(reached {auto_row(lv)['reached']}/{lv['seeds']})" for lv in levels]
+    return (f"digits behind the emulated store: `echo.factor: auto` reaches {levels[0]['target']} "
+            f"{' and '.join(cells)} as fast as e = 1 (wall time to target, mean over seeds)")
+
+
+def h_echo_text(rec: dict) -> str:
+    g = rec["goals"]
+    return (f"`auto` reaches {rec['target_bits_per_byte']} bits per byte **{g['auto_speedup_vs_e1']:.2f}x** as fast "
+            f"as e = 1 and in {g['auto_time_over_best_fixed']:.2f}x the best fixed factor's time "
+            f"(e = {g['best_fixed_factor']}); R {rec['R']:.1f}, {len(rec['scale']['auto_seeds'])} seeds")
+
+
+def h_figure3(rec: dict) -> str:
+    base = next(v for v in rec["variants"] if v["variant"] == "baseline")
+    arms = [f"{v['label']} {mm(v['relative'])}" for v in rec["variants"] if v is not base]
+    return (f"Fashion-MNIST, {rec['title'].split(': ', 1)[-1]}: fresh examples to target relative to the "
+            f"baseline's {base['fresh_examples_to_target']['mean']:,.0f}: {', '.join(arms)}")
+
+
+def h_figure5(rec: dict) -> str:
+    return "; ".join(w["statement"] for w in rec["worth"]) + f" (target {rec['target_bits_per_byte']} bits per byte)"
+
+
+def ms(d: dict) -> list[str]:
+    return sorted(d, key=int)
+
+
+def h_batch_augmentation(rec: dict) -> str:
+    acc, views = rec["accuracy"]["ba"], rec["train_step_throughput"]["ba"]
+    v = [views[m]["views_per_s"] for m in ms(views)]
+    means = ", ".join(format(acc[m]["mean"], ".3f") for m in ms(acc))
+    return (f"digits, {rec['provenance']['seeds']} seeds: held-out accuracy {means} for M = "
+            f"{', '.join(ms(acc))}; views/s {min(v):,.0f} to {max(v):,.0f}")
+
+
+def h_input_pipeline(rec: dict) -> str:
+    med = rec["epochs"]["median"]
+    dl, ours = med["dataloader"], med["echoray"]
+    return (f"JPEGs (decode, random-resized crop, flip) against a torch DataLoader on the same cores: steady state "
+            f"**{ours['steady_examples_per_s'] / dl['steady_examples_per_s']:.2f}x**, first epoch with start-up "
+            f"{dl['first_epoch_s'] / ours['first_epoch_s']:.2f}x, first batch {ours['first_batch_s']:.2f} s "
+            f"(medians of {rec['provenance']['repeats']})")
+
+
+def h_accelerator(rec: dict) -> str:
+    return "accelerator busy fraction: " + ", ".join(f"{k} {v:.2f}" for k, v in rec["busy_fraction"].items())
+
+
+def h_shared_search(rec: dict) -> str:
+    loc = rec["figures"]["local"]
+    return (f"{rec['provenance']['args']['trials']} trials, shared against separate streams on the same CPUs: "
+            f"search wall time **{1 / loc['wall_s']['shared_over_separate']:.2f}x** faster, preprocessing CPU "
+            f"{loc['preprocess_cpu_s']['shared_over_separate']:.2f}x, rows read "
+            f"{loc['rows_read']['shared_over_separate']:.2f}x ({rec['provenance']['args']['pairs']} pairs, local files)")
+
+
+PAGE_TITLES = {"docs/benchmarks/startup.md": "Start-up", "docs/benchmarks/echo.md": "Data echoing",
+               "docs/how-to/language-models.md": "Language models", "docs/benchmarks/fashion-mnist.md": "Fashion-MNIST",
+               "docs/benchmarks/batch-augmentation.md": "Batch augmentation",
+               "docs/benchmarks/input-pipeline.md": "Input pipeline", "docs/benchmarks/index.md": "Benchmarks",
+               "docs/how-to/search.md": "Searches"}
+
+HEADLINE = (
+    ("start-up", ("startup.json",), h_startup, "docs/benchmarks/startup.md"),
+    ("data echoing, images", ("echo_R4.json", "echo_R8.json"), h_echo_images, "docs/benchmarks/echo.md"),
+    ("data echoing, text", ("lm_auto_echo.json",), h_echo_text, "docs/how-to/language-models.md"),
+    ("Figure 3", ("fashion_mnist_figure3.json",), h_figure3, "docs/benchmarks/fashion-mnist.md"),
+    ("Figure 5", ("lm_echo_figure5.json",), h_figure5, "docs/how-to/language-models.md"),
+    ("batch augmentation", ("batch_augmentation.json",), h_batch_augmentation,
+     "docs/benchmarks/batch-augmentation.md"),
+    ("input pipeline", ("input_pipeline_epochs.json",), h_input_pipeline, "docs/benchmarks/input-pipeline.md"),
+    ("accelerator busy", ("accelerator.json",), h_accelerator, "docs/benchmarks/index.md"),
+    ("shared searches", ("shared_stream_local.json",), h_shared_search, "docs/how-to/search.md"),
+)
+
+
+def headline(res: Results) -> list[str]:
+    sha = f" `{res.commit}`" if res.commit else (
+        ": none yet (no results file records a clean run with a foreign CPU share of at most 0.05)")
+    out = [f"Figures at commit{sha}, written by `make bench-report` from the results files "
+           "([how to read this table](docs/benchmarks/index.md)).", "",
+           "| | figure | results file | page |", "|---|---|---|---|"]
+    for label, files, extract, page in HEADLINE:
+        refs = ", ".join(f"`benchmarks/results/{f}`" for f in files)
+        link = f"[{PAGE_TITLES[page]}]({page})"
+        out.append(f"| {label} | {quoted(res, files, extract)} | {refs} | {link} |")
+    return out
+
+
+# --- the benchmark pages' figure tables ------------------------------------------------------
+
+def statuses(res: Results, files: tuple[str, ...]) -> list[str]:
+    """The table a page shows while one of its files is not a figure."""
+    return ["| results file | status |", "|---|---|",
+            *(f"| `benchmarks/results/{f}` | {res.status(f)} |" for f in files)]
+
+
+def t_startup(rec: dict) -> list[str]:
+    auto, train = startup_arm(rec, "auto"), startup_arm(rec, "false")
+
+    def cell(arm: dict, key: str, unit: str) -> str:
+        return f"{arm[key]['median']:.1f} {unit} ({arm[key]['min']:.1f}-{arm[key]['max']:.1f})"
+
+    rows = [("command start to exit (median, min-max)", "wall_s", "s"),
+            ("command start to first training step", "time_to_first_step_s", "s"),
+            ("command start to 97% held-out accuracy", "time_to_target_s", "s"),
+            ("peak memory, all processes (PSS)", "peak_pss_gib", "GiB")]
+    return ["| | in the CLI's process (default) | Ray Train worker group |", "|---|---|---|",
+            *(f"| {label} | {cell(auto, k, u)} | {cell(train, k, u)} |" for label, k, u in rows)]
+
+
+def t_echo(*levels: dict) -> list[str]:
+    head = " | ".join(f"R ~ {lv['R']:.1f}" for lv in levels)
+    out = [f"| e | {head} |", "|---" * (len(levels) + 1) + "|"]
+    for factor in [r["factor"] for r in levels[0]["rows"]]:
+        cells = []
+        for lv in levels:
+            row = next(r for r in lv["rows"] if r["factor"] == factor)
+            cells.append(f"{mm(row['time_to_target_speedup'])}x, reached {row['reached']}/{lv['seeds']}")
+        out.append(f"| {factor} | {' | '.join(cells)} |")
+    return out
+
+
+def t_batch_augmentation(rec: dict) -> list[str]:
+    acc, speed = rec["accuracy"], rec["train_step_throughput"]["ba"]
+    out = ["| M | batch augmentation | baseline of batch M x B | samples/s | views/s |", "|---|---|---|---|---|"]
+    for m in ms(acc["ba"]):
+        base = mm(acc["baseline"][m], "{:.3f}") if m in acc.get("baseline", {}) else "(the same run)"
+        out.append(f"| {m} | {mm(acc['ba'][m], '{:.3f}')} | {base} | {speed[m]['samples_per_s']:,.0f} | "
+                   f"{speed[m]['views_per_s']:,.0f} |")
+    return out
+
+
+def t_figure3(rec: dict) -> list[str]:
+    out = ["| arm | fresh examples to target | relative to the baseline | 1/e |", "|---|---|---|---|"]
+    for v in rec["variants"]:
+        out.append(f"| {v['label']} | {mm(v['fresh_examples_to_target'], '{:,.0f}')} | {mm(v['relative'])} | "
+                   f"{1 / v['factor']:g} |")
+    return out
+
+
+def t_search(rec: dict) -> list[str]:
+    runs = sorted(rec["echoray"], key=lambda r: -r["concurrency"])
+    out = ["| | " + " | ".join(f"concurrency {r['concurrency']}" for r in runs) + " |", "|---" * (len(runs) + 1) + "|"]
+    out.append("| overhead per trial, mean | " + " | ".join(f"{r['overhead_per_trial_s']:.1f} s" for r in runs) + " |")
+    out.append("| search wall time | " + " | ".join(f"{r['tune_wall_s']:.1f} s" for r in runs) + " |")
+    return out
+
+
+def t_input_pipeline(rec: dict) -> list[str]:
+    med = rec["epochs"]["median"]
+    dl = med["dataloader"]
+    out = ["| arm | first batch | first epoch, start-up included | steady state, images/s | images per CPU-second |",
+           "|---|---|---|---|---|"]
+    for arm, m in med.items():
+        out.append(f"| {arm} | {m['first_batch_s']:.2f} s | {m['first_epoch_s']:.2f} s "
+                   f"({dl['first_epoch_s'] / m['first_epoch_s']:.2f}x) | {m['steady_examples_per_s']:,.0f} "
+                   f"({m['steady_examples_per_s'] / dl['steady_examples_per_s']:.2f}x) | {m['images_per_cpu_s']:,.0f} |")
+    return out
+
+
+def page_table(files: tuple[str, ...], extract):
+    def render(res: Results) -> list[str]:
+        if any(res.figure(f) is None for f in files):
+            return statuses(res, files)
+        try:
+            rows = extract(*(res.records[f] for f in files))
+        except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError, StopIteration) as exc:
+            return statuses(res, files) + [f"| (all) | not a figure (its results file lacks {exc!s}) |"]
+        refs = ", ".join(f"`benchmarks/results/{f}`" for f in files)
+        return [f"At commit `{res.commit[:7]}`, from {refs}:", "", *rows]
+    return render
+
+
+def parts_table(res: Results) -> list[str]:
+    out = ["| part | command | minutes (quick) | results file: status |", "|---|---|---|---|"]
+    for p in plist.PARTS:
+        cmd = "; ".join(f"`{' '.join(c)}`" for c in p.command) + (f" (scaled: {p.scaled})" if p.scaled else "")
+        files = "; ".join(f"`benchmarks/results/{f}`: {res.status(f)}" for f in p.results)
+        out.append(f"| `{p.name}` | {cmd} | {p.minutes:g} ({p.quick_minutes:g}) | {files} |")
+    total = sum(p.minutes for p in plist.PARTS)
+    quick = sum(p.quick_minutes for p in plist.PARTS)
+    out.append(f"| all | `make bench` | {total:g} ({quick:g}) | |")
+    return out
+
+
+def files_table(res: Results) -> list[str]:
+    out = ["| results file | written by a `make bench` part | status |", "|---|---|---|"]
+    for f in sorted(res.records):
+        if res.records[f] is not None:
+            part = plist.part_of(f)
+            out.append(f"| `benchmarks/results/{f}` | {part.name if part else 'no'} | {res.status(f)} |")
+    return out
+
+
+TABLES = {
+    "README.md": {"headline": headline},
+    "docs/benchmarks/index.md": {"parts": parts_table, "files": files_table},
+    "docs/benchmarks/startup.md": {"startup": page_table(("startup.json",), t_startup)},
+    "docs/benchmarks/echo.md": {"echo": page_table(("echo_R4.json", "echo_R8.json"), t_echo)},
+    "docs/benchmarks/batch-augmentation.md": {
+        "batch-augmentation": page_table(("batch_augmentation.json",), t_batch_augmentation)},
+    "docs/benchmarks/fashion-mnist.md": {"figure3": page_table(("fashion_mnist_figure3.json",), t_figure3)},
+    "docs/benchmarks/search.md": {"search": page_table(("tune_overhead.json",), t_search)},
+    "docs/benchmarks/input-pipeline.md": {
+        "input-pipeline": page_table(("input_pipeline_epochs.json",), t_input_pipeline)},
+}
+
+
+def replace_between(text: str, name: str, lines: list[str], where: str = "") -> str:
+    """`text` with the lines between NAME's markers replaced by `lines`."""
+    pat = re.compile(rf"(<!-- bench-report:{re.escape(name)} -->\n)(.*?)(<!-- /bench-report:{re.escape(name)} -->)",
+                     re.S)
+    if len(pat.findall(text)) != 1:
+        raise ValueError(f"{where}: expected one pair of <!-- bench-report:{name} --> markers")
+    return pat.sub(lambda m: m[1] + "\n".join(lines) + "\n" + m[3], text)
+
+
+def render(repo: Path = REPO) -> dict[Path, str]:
+    """Every file with tables, as the report writes it."""
+    names = [f for p in plist.PARTS for f in p.results] + [f for _, fs, _, _ in HEADLINE for f in fs]
+    res = load(repo / "benchmarks" / "results", names)
+    out = {}
+    for rel, tables in TABLES.items():
+        path = repo / rel
+        text = path.read_text()
+        for name, make in tables.items():
+            text = replace_between(text, name, make(res), rel)
+        out[path] = text
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--check", action="store_true", help="change nothing; exit 1 if a file would change")
+    ap.add_argument("--repo", type=Path, default=REPO)
+    a = ap.parse_args(argv)
+    try:
+        rendered = render(a.repo)
+    except (ValueError, OSError) as exc:
+        print(f"bench-report: {exc}", file=sys.stderr)
+        return 2
+    changed = [p for p, text in rendered.items() if p.read_text() != text]
+    for p in changed:
+        rel = p.relative_to(a.repo)
+        if a.check:
+            print(f"bench-report: {rel} differs from its results files (run make bench-report)", file=sys.stderr)
+        else:
+            p.write_text(rendered[p])
+            print(f"bench-report: wrote {rel}")
+    return 1 if a.check and changed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""`make bench-report` (benchmarks/report.py): the committed README and benchmark pages are
+exactly what the report writes from the committed results files; a results file is quoted
+only with a clean, quiet provenance of the report's commit; the part list fits its budget."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from helpers import REPO, load_benchmark
+
+report = load_benchmark("report")
+parts = load_benchmark("parts")
+RESULTS = REPO / "benchmarks" / "results"
+C = "c" * 40
+
+
+def test_the_committed_tables_are_what_the_report_writes():
+    """A quoted figure cannot differ from its file: run `make bench-report` and commit."""
+    stale = [str(p.relative_to(REPO)) for p, text in report.render(REPO).items() if p.read_text() != text]
+    assert stale == [], f"run `make bench-report`: {stale}"
+    assert report.main(["--check"]) == 0
+
+
+def quiet(commit: str = C, ended: str = "2027-01-01T10:00:00Z", **over) -> dict:
+    return {"commit": commit, "clean": True, "seeds": [0], "repeats": 3, "started": "2027-01-01T09:00:00Z",
+            "ended": ended, "cpus": 2, "foreign_cpu_share": 0.01, **over}
+
+
+# the headline's files, from committed runs of the same scripts (their schema), given a provenance
+SOURCES = {"startup.json": "startup.json", "echo_R4.json": "echo_R4.json", "echo_R8.json": "echo_R8.json",
+           "lm_auto_echo.json": "lm_auto_echo.json", "fashion_mnist_figure3.json": "fashion_mnist_figure3.json",
+           "lm_echo_figure5.json": "lm_echo_figure5.json", "batch_augmentation.json": "batch_augmentation.json",
+           "input_pipeline_epochs.json": "input_pipeline_quiet_pool_at.json",
+           "shared_stream_local.json": "shared_stream_local_head_buffer.json", "tune_overhead.json": "tune_overhead.json"}
+
+
+@pytest.fixture
+def repo(tmp_path):
+    for rel in report.TABLES:
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / rel, tmp_path / rel)
+    results = tmp_path / "benchmarks" / "results"
+    results.mkdir(parents=True)
+    for name, src in SOURCES.items():
+        rec = json.loads((RESULTS / src).read_text())
+        prov = quiet(args=rec.get("provenance", {}).get("args", {}))
+        (results / name).write_text(json.dumps({**rec, "provenance": prov}))
+    return tmp_path
+
+
+def rows(text: str) -> dict[str, str]:
+    """The README headline table: label -> figure cell."""
+    block = text.split("<!-- bench-report:headline -->")[1].split("<!-- /bench-report:headline -->")[0]
+    return {c[1].strip(): c[2].strip() for c in (ln.split("|") for ln in block.splitlines()[5:])}
+
+
+def test_quiet_files_of_one_commit_are_quoted_with_their_numbers(repo):
+    assert report.main(["--repo", str(repo)]) == 0
+    readme = (repo / "README.md").read_text()
+    assert f"Figures at commit `{C}`" in readme
+    got = rows(readme)
+    assert len(got) <= 10
+    assert got["start-up"] == ("the default run: **20.1 s** from command to exit, first training step at 14.1 s "
+                               "(medians of 3)")
+    assert got["data echoing, images"].startswith("digits behind the emulated store: `echo.factor: auto` reaches "
+                                                  "0.97 **1.76x** at R ~ 3.8 (reached 3/3) and ")
+    assert got["data echoing, text"] == ("`auto` reaches 4.4 bits per byte **3.60x** as fast as e = 1 and in 1.10x "
+                                         "the best fixed factor's time (e = 8); R 5.8, 5 seeds")
+    assert "search wall time **2.06x** faster, preprocessing CPU 0.20x, rows read 0.26x (4 pairs" in \
+        got["shared searches"]
+    assert got["input pipeline"].endswith("first batch 0.56 s (medians of 3)")
+    assert got["accelerator busy"] == "no results yet"
+    assert all("not a figure" not in v for k, v in got.items() if k != "accelerator busy"), got
+    startup = (repo / "docs/benchmarks/startup.md").read_text()
+    assert f"At commit `{C[:7]}`, from `benchmarks/results/startup.json`:" in startup
+    assert "| command start to exit (median, min-max) | 20.1 s (19.5-21.0) | 36.3 s (36.2-42.6) |" in startup
+    search = (repo / "docs/benchmarks/search.md").read_text()
+    assert "| overhead per trial, mean | 4.2 s | 2.4 s |" in search
+    assert report.main(["--repo", str(repo), "--check"]) == 0  # written once, stable
+
+
+def set_prov(repo, name: str, **over) -> None:
+    p = repo / "benchmarks" / "results" / name
+    rec = json.loads(p.read_text())
+    rec["provenance"].update(over)
+    p.write_text(json.dumps(rec))
+
+
+def test_a_loaded_dirty_old_or_broken_file_is_not_a_figure(repo):
+    set_prov(repo, "startup.json", foreign_cpu_share=0.2)
+    set_prov(repo, "batch_augmentation.json", clean=False)
+    set_prov(repo, "lm_echo_figure5.json", commit="d" * 40, ended="2026-12-31T00:00:00Z")
+    p = repo / "benchmarks" / "results" / "lm_auto_echo.json"
+    rec = json.loads(p.read_text())
+    del rec["goals"]
+    p.write_text(json.dumps(rec))
+    (repo / "benchmarks" / "results" / "echo_R8.json").unlink()
+    report.main(["--repo", str(repo)])
+    got = rows((repo / "README.md").read_text())
+    assert got["start-up"] == "not a figure (foreign CPU share 0.2 > 0.05)"
+    assert got["batch augmentation"] == "not a figure (dirty tree)"
+    assert got["Figure 5"] == "not a figure (commit ddddddd, the others at ccccccc)"
+    assert got["data echoing, text"] == "not a figure (its results file lacks 'goals')"
+    assert got["data echoing, images"] == "no results yet"
+    startup = (repo / "docs/benchmarks/startup.md").read_text()
+    assert "| `benchmarks/results/startup.json` | not a figure (foreign CPU share 0.2 > 0.05) |" in startup
+    assert "20.1 s" not in startup.split("<!-- bench-report:startup -->")[1].split("<!-- /bench-report")[0]
+
+
+def test_no_figure_says_so_above_the_table(repo):
+    for name in SOURCES:
+        set_prov(repo, name, clean=False)
+    report.main(["--repo", str(repo)])
+    readme = (repo / "README.md").read_text()
+    assert "Figures at commit: none yet" in readme
+    assert all(v in ("not a figure (dirty tree)", "no results yet") for v in rows(readme).values())
+
+
+def test_missing_markers_are_bad_input_and_check_writes_nothing(repo, capsys):
+    before = (repo / "README.md").read_text()
+    assert report.main(["--repo", str(repo), "--check"]) == 1
+    assert "README.md differs from its results files" in capsys.readouterr().err
+    assert (repo / "README.md").read_text() == before
+    page = repo / "docs/benchmarks/search.md"
+    page.write_text(page.read_text().replace("<!-- /bench-report:search -->", ""))
+    assert report.main(["--repo", str(repo)]) == 2
+    assert "docs/benchmarks/search.md: expected one pair of <!-- bench-report:search --> markers" in \
+        capsys.readouterr().err
+    assert (repo / "README.md").read_text() == before  # nothing half-written
+
+
+def test_the_part_list_fits_its_budgets_and_writes_every_headline_file():
+    names = [p.name for p in parts.PARTS]
+    assert len(names) == len(set(names))
+    assert sum(p.minutes for p in parts.PARTS) <= parts.BUDGET_MIN == 150
+    assert sum(p.quick_minutes for p in parts.PARTS) <= parts.QUICK_BUDGET_MIN == 20
+    written = {f for p in parts.PARTS for f in p.results}
+    assert {f for _, files, _, _ in report.HEADLINE for f in files} <= written
+    for p in parts.PARTS:
+        for cmd in p.command + p.quick:
+            assert cmd[0].startswith("benchmarks/") and cmd[0].endswith(".py")
+            assert (REPO / cmd[0]).exists() or p.name in ("accelerator", "control_plane"), cmd
+    assert parts.part_of("startup.json").name == "startup" and parts.part_of("echo_R5.json") is None
+    with pytest.raises(KeyError, match="no benchmark part 'nope'; the parts: startup, echo_images"):
+        parts.by_name("nope")
