@@ -144,7 +144,11 @@ def test_save_writes_the_recorded_form(tmp_path, monkeypatch):
     monkeypatch.setattr(common.os, "getloadavg", lambda: (0.25, 0.5, 0.75))
     monkeypatch.setenv("ECHORAY_BENCH_ATTEMPTS", "[0.31, 0.07]")
     args = argparse.Namespace(seeds=3, repeats=2, other="x")
-    path = common.save("x", {"figure": 1.0}, args, start_load=(0.1, 0.2, 0.3), path=tmp_path / "x.json")
+    try:
+        path = common.save("x", {"figure": 1.0}, args, start_load=(0.1, 0.2, 0.3), path=tmp_path / "x.json")
+    finally:  # the monitor the save started (no benchmark script started one): its thread ends here
+        common._Start.monitor.stop()
+        common._Start.monitor = None
     rec = json.loads(path.read_text())
     assert rec["figure"] == 1.0
     assert rec["load_avg"] == {"start": 0.1, "end": 0.25, "start_1_5_15": [0.1, 0.2, 0.3],
