@@ -93,7 +93,9 @@ def mm(d: dict, fmt: str = "{:.2f}") -> str:
 # --- the headline rows: (label, results files, extract(records...) -> text, page) -------------
 
 def startup_arm(rec: dict, trainer: str) -> dict:
-    return next(v for k, v in rec["summary"].items() if k.endswith(f"in_process={trainer}"))
+    """The summary of startup.py's `--trainers` value (labelled by the key it set)."""
+    return next(v for k, v in rec["summary"].items()
+                if k.endswith((f"in_process={trainer}", f"local_mode={trainer}")))
 
 
 def h_startup(rec: dict) -> str:
