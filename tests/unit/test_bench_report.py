@@ -142,7 +142,13 @@ def test_the_part_list_fits_its_budgets_and_writes_every_headline_file():
     for p in parts.PARTS:
         for cmd in p.command + p.quick:
             assert cmd[0].startswith("benchmarks/") and cmd[0].endswith(".py")
-            assert (REPO / cmd[0]).exists() or p.name in ("accelerator", "control_plane"), cmd
+            script = REPO / cmd[0]
+            if not script.exists():
+                assert p.name in ("accelerator", "control_plane"), cmd  # issues 60 and 61 add them
+                continue
+            src = script.read_text()  # every flag is the script's (lm.py, fashion_mnist.py: a SCALE key)
+            flags = [a for a in cmd[1:] if a.startswith("--")]
+            assert [f for f in flags if f'"{f}"' not in src and f'"{f[2:].replace("-", "_")}"' not in src] == [], cmd
     assert parts.part_of("startup.json").name == "startup" and parts.part_of("echo_R5.json") is None
     with pytest.raises(KeyError, match="no benchmark part 'nope'; the parts: startup, echo_images"):
         parts.by_name("nope")
