@@ -33,10 +33,9 @@ from echoray.messages import epoch_line, quiet_console, say, say_console_log, sa
 from echoray.preflight import fit_cluster, new_run_dir, storage_checked
 from echoray.resume import Resume, backfill, find_checkpoint, write_run_state
 from echoray.runtime.collector import RunCollector
-from echoray.runtime.monitor import StallError, abandon_fits, stop_training, watch_fit
+from echoray.runtime.monitor import StallError, abandon_fits, join_fit, stop_training, watch_fit
 from echoray.runtime.progress import EpochClock, LiveProgress, progress_line, progress_metrics
 from echoray.runtime.session import start_ray
-from echoray.runtime.stop import join_fit
 from echoray.storage import checkpoint_location, is_uri, open_location
 from echoray.summary import build_summary, fault_summary, write_json_atomic
 from echoray.tracking import RunLogger, check_reachable, tracking_uri
