@@ -2,8 +2,8 @@
 
 Python API (see api.py and docs/reference/python-api.md):
 
-    import echoray
-    summary = echoray.train("pipelines/digits.yaml", overrides={"echo.factor": 2})
+    from echoray.api import train
+    summary = train("pipelines/digits.yaml", overrides={"echo.factor": 2})
 
 The names are imported on first use, so `import echoray` stays cheap (no Ray, torch
 or MLflow import until a run starts), in the CLI and in every Ray worker.
@@ -11,9 +11,9 @@ or MLflow import until a run starts), in the CLI and in every Ray worker.
 
 __version__ = "0.1.0"
 
-# `train` and `tune` are also subpackages; calling them goes to echoray.api (callable_package.py).
+# `echoray.train` and `echoray.tune` are subpackages; the functions are echoray.api's.
 _API = {
-    "train": None, "tune": None, "study": "echoray.api", "load_config": "echoray.api",
+    "load_config": "echoray.api",
     "ConfigError": "echoray.config_load", "SourceError": "echoray.data.sources",
     "TrackingError": "echoray.tracking", "StallError": "echoray.runtime.monitor",
     "DataError": "echoray.runtime.monitor",
@@ -25,8 +25,6 @@ def __getattr__(name: str):
     if name in _API:
         import importlib
 
-        if _API[name] is None:
-            return importlib.import_module(f"echoray.{name}")
         return getattr(importlib.import_module(_API[name]), name)
     raise AttributeError(f"module 'echoray' has no attribute {name!r}")
 

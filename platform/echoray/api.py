@@ -1,7 +1,7 @@
 """The Python API: what `echoray train | tune | study` do, for notebooks and scripts.
 
-    import echoray
-    summary = echoray.train("pipelines/digits.yaml", overrides={"echo.factor": 2})
+    from echoray.api import train
+    summary = train("pipelines/digits.yaml", overrides={"echo.factor": 2})
     summary["fresh_examples_to_target"]
 
 The same validation as the CLI, raising instead of exiting: ConfigError or SourceError

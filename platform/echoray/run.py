@@ -33,10 +33,9 @@ from echoray.messages import epoch_line, quiet_console, say, say_console_log, sa
 from echoray.preflight import fit_cluster, new_run_dir, storage_checked
 from echoray.resume import Resume, backfill, find_checkpoint, write_run_state
 from echoray.runtime.collector import RunCollector
-from echoray.runtime.monitor import StallError, abandon_fits, stop_training, watch_fit
+from echoray.runtime.monitor import StallError, abandon_fits, join_fit, stop_training, watch_fit
 from echoray.runtime.progress import EpochClock, LiveProgress, progress_line, progress_metrics
 from echoray.runtime.session import start_ray
-from echoray.runtime.stop import join_fit
 from echoray.storage import checkpoint_location, is_uri, open_location
 from echoray.summary import build_summary, fault_summary, write_json_atomic
 from echoray.tracking import RunLogger, check_reachable, tracking_uri
@@ -87,21 +86,35 @@ def write_audit(collector, path: Path, earlier: list | None = None) -> int:
     return table.num_rows
 
 
-def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
-          resume: Resume | None = None, hooks: RunHooks | None = None) -> dict[str, Any]:
-    hooks = hooks or RunHooks()
+@dataclass
+class _Site:
+    """What a run found out before its MLflow run opens: the validated input, where its
+    files and checkpoints go, the Ray it runs on and how it trains there."""
+
+    cfg: PipelineConfig
+    idx: SourceIndex
+    run_dir: Path
+    storage: str
+    uri: str
+    plan: Any
+    use_gpu: bool
+    local_mode: bool
+    logger: RunLogger
+    build_trainer: Callable
+
+
+def _start(cfg: PipelineConfig, out: str | None, resume: Resume | None, hooks: RunHooks) -> _Site:
+    """Everything that can be wrong with the input is checked before Ray starts; then Ray,
+    the cluster's placement, and (overlapped with Ray's start: MLflow's first open of a
+    sqlite store migrates its schema, torch and Ray Train take seconds to import) MLflow."""
     cfg = resumed_tokenizer(cfg, resume.run_dir if resume else None)
     idx: SourceIndex = index_source(cfg.source, cfg.storage.retry_s)
     uri = tracking_uri(cfg)
     check_reachable(uri)
     run_dir = resume.run_dir if resume else new_run_dir(cfg, out)
     storage = resume.storage if resume else checkpoint_location(cfg.train.storage_path, run_dir)
-    quiet = quiet_console()
     if is_uri(storage) and not resume:  # a missing bucket, bad credentials: before anything starts
         storage_checked(open_location, storage, "train.storage_path")
-
-    # Overlap the slow parts of start-up with Ray's own start: MLflow's first open of
-    # a sqlite store migrates its schema, and torch + Ray Train take seconds to import.
     box: dict[str, Any] = {}
     warmup = threading.Thread(target=_warm_up, args=(uri, cfg.tracking.experiment, box), daemon=True)
     warmup.start()
@@ -112,53 +125,65 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
     warmup.join()
     if "error" in box:
         raise box["error"]
-    logger: RunLogger = box["logger"]
-    build_trainer = box["build_trainer"]
+    return _Site(cfg, idx, run_dir, storage, uri, plan, use_gpu, local_mode, box["logger"], box["build_trainer"])
+
+
+def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
+          resume: Resume | None = None, hooks: RunHooks | None = None) -> dict[str, Any]:
+    """One run: checks, Ray, the MLflow run, the fit watched to its end, summary.json."""
     from echoray.train.trainer import TRAIN_RUN_NAME
 
+    hooks = hooks or RunHooks()
+    quiet = quiet_console()
+    site = _start(cfg, out, resume, hooks)
+    cfg, idx, run_dir, logger = site.cfg, site.idx, site.run_dir, site.logger
     pipeline, t0, run_id = _open_mlflow_run(cfg, logger, run_dir, pipeline, t0, resume, hooks, TRAIN_RUN_NAME)
-    # a search trial in local mode keeps none (it is rerun whole after an interrupt)
-    keeps_checkpoints = cfg.train.checkpoint_every > 0 and not (local_mode and hooks.local_mode)
-    write_run_state(run_dir, mlflow_run_id=run_id, tracking_uri=uri, pipeline=pipeline, started_at=t0,
-                    storage=storage, resumes=resume.resumes if resume else None,
-                    trainer="local_mode" if local_mode else "ray_train")
-    say_start(cfg, idx, run_dir, run_id, use_gpu, local_mode and not hooks.local_mode)
+    write_run_state(run_dir, mlflow_run_id=run_id, tracking_uri=site.uri, pipeline=pipeline, started_at=t0,
+                    storage=site.storage, resumes=resume.resumes if resume else None,
+                    trainer="local_mode" if site.local_mode else "ray_train")
+    say_start(cfg, idx, run_dir, run_id, site.use_gpu, site.local_mode and not hooks.local_mode)
     if quiet:
         say_console_log(run_dir)
     if (tok := save_tokenizer(idx, run_dir)) is not None and not resume:
         logger.log_file(tok)
-    status = "FAILED"
-    collector = None
-    stalled = False
+    return _fit(site, resume, hooks, (pipeline, run_id, site.uri, t0))
+
+
+def _fit(site: _Site, resume: Resume | None, hooks: RunHooks, where: tuple) -> dict[str, Any]:
+    """The fit, watched by the driver until it ends; the summary. Whatever ends it, what
+    still trains is stopped and the MLflow run ends with its status."""
+    cfg, idx = site.cfg, site.idx
+    # a search trial in local mode keeps none (it is rerun whole after an interrupt)
+    keeps_checkpoints = cfg.train.checkpoint_every > 0 and not (site.local_mode and hooks.local_mode)
+    status, collector, stalled = "FAILED", None, False
     try:
         collector = RunCollector.remote(
             # epochs are final once a checkpoint covers them (a restart or resume replays the rest)
             cfg.echo.factor, cfg.echo.max_factor, checkpointed=keeps_checkpoints,
             n_train=len(idx.train_ids), max_bad_fraction=cfg.source.max_bad_fraction,
             resume=resume.collector_seed() if resume else None, start_factor=cfg.echo.auto_start())
-        local_fit = (local_config(cfg, storage, keeps_checkpoints, resume.checkpoint if resume else None)
-                     if local_mode else None)
-        fit = build_trainer(cfg, idx, plan, use_gpu, collector, storage, local=local_fit).fit
-
-        events = _RunEvents(logger, hooks, resume, idx)
+        local_fit = (local_config(cfg, site.storage, keeps_checkpoints, resume.checkpoint if resume else None)
+                     if site.local_mode else None)
+        fit = site.build_trainer(cfg, idx, site.plan, site.use_gpu, collector, site.storage, local=local_fit).fit
+        events = _RunEvents(site.logger, hooks, resume, idx)
         live = LiveProgress(epoch_clock(cfg, len(idx.train_ids)), cfg.train.log_every_s, events.on_live)
-        collected = watch_fit(fit, collector, plan, cfg.train.stall_timeout_s, events.on_event, events.on_factor,
-                              on_restart=events.on_restart, final_since=resume.epoch if resume else 0,
+        collected = watch_fit(fit, collector, site.plan, cfg.train.stall_timeout_s, events.on_event,
+                              events.on_factor, on_restart=events.on_restart,
+                              final_since=resume.epoch if resume else 0,
                               on_progress=lambda ev: say(epoch_line(ev)), on_tick=live)
-        summary = _finish(cfg, idx, collector, logger, run_dir, resume, collected, events,
-                          (pipeline, run_id, uri, t0))
+        summary = _finish(cfg, idx, collector, site.logger, site.run_dir, resume, collected, events, where)
         status = "FINISHED"
         return summary
     except (KeyboardInterrupt, SystemExit):  # Ctrl-C, Tune stopping a trial
         status = "KILLED"
-        say(f"interrupted; continue with: echoray train --resume {run_dir}")
+        say(f"interrupted; continue with: echoray train --resume {site.run_dir}")
         raise
     except StallError:
         stalled = True
         raise
     finally:
-        _end_collector(collector, status, local_mode, stalled)
-        logger.end(status)
+        _end_collector(collector, status, site.local_mode, stalled)
+        site.logger.end(status)
 
 
 class _RunEvents:

@@ -179,7 +179,7 @@ def require_shared_storage(location: str, checkpoint_every: int, declared_shared
         return
     import ray
 
-    from echoray.runtime.placement import autoscaler_can_add_nodes
+    from echoray.runtime.autoscaler import autoscaler_can_add_nodes
 
     nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
     problem = unshared_storage(location, nodes=nodes, can_add_nodes=nodes <= 1 and autoscaler_can_add_nodes(),

@@ -7,7 +7,7 @@ import json
 import ray
 from mlflow.tracking import MlflowClient
 
-import echoray
+import echoray.api
 from helpers import REPO
 
 # Training that lasts seconds whatever the CPU: reads take 10 ms each, one at a time,
@@ -23,7 +23,7 @@ PACED = {"source.remote.latency_ms": 10, "source.read_concurrency": 1, "source.m
 
 def test_api_train_returns_the_summary_and_logs_progress(local_ray, tmp_path, sqlite_uri, capsys):
     out = tmp_path / "run"
-    summary = echoray.train(REPO / "pipelines" / "digits.yaml", overrides={
+    summary = echoray.api.train(REPO / "pipelines" / "digits.yaml", overrides={
         "tracking.uri": sqlite_uri, "tracking.experiment": "api", "source.limit": 512, "train.max_epochs": 2,
         "train.target": None, "train.log_every_s": 0.2, **PACED}, out=out)
     assert ray.is_initialized()  # the caller's Ray is left as found

@@ -65,19 +65,19 @@ def test_ray_train_loop_example_counts_exactly(local_ray, tmp_path):
 
 YAML_RUNS = """
 import json, sys
-import echoray
+import echoray.api
 from echoray.runtime.session import start_ray
 start_ray()
 uri, npy, out = sys.argv[1:4]
 base = {"tracking.uri": uri, "train.target": None, "train.max_epochs": 2, "audit.enabled": True}
-echoray.train("examples/my_model.yaml", {**base, "source.limit": 256}, out=out + "/model")  # a Ray Train worker's ops
+echoray.api.train("examples/my_model.yaml", {**base, "source.limit": 256}, out=out + "/model")  # a Ray Train worker's ops
 base["scaling.local_mode"] = True  # the reader's and the Dataset's runs train in this process
-echoray.train("examples/my_reader.yaml", {**base, "source.path": npy, "source.limit": 192}, out=out + "/reader")
+echoray.api.train("examples/my_reader.yaml", {**base, "source.path": npy, "source.limit": 192}, out=out + "/reader")
 import numpy as np, ray
 images, labels = np.load(npy + "/images.npy"), np.load(npy + "/labels.npy")
 ds = ray.data.from_items([{"image": im, "label": int(y), "key": 1000 + 3 * i}
                           for i, (im, y) in enumerate(zip(images, labels))])
-echoray.train(None, {**base, "source.limit": 128, "echo.stage": "after_augment", "echo.factor": 1.5},
+echoray.api.train(None, {**base, "source.limit": 128, "echo.stage": "after_augment", "echo.factor": 1.5},
               out=out + "/dataset", dataset=ds, id_column="key")
 """
 

@@ -82,7 +82,7 @@ def one_round(cfg, idx, blocks, delay_s: float) -> dict:
             time.sleep(1)
     except Terminated as exc:
         outcome["exit_code"] = exc.exit_code
-    outcome["joined"] = stop.join_fit(60)
+    outcome["joined"] = monitor.join_fit(60)
     outcome["steps"] = loop.state.counters.steps
     return outcome
 

@@ -4,7 +4,8 @@
 import json
 
 from echoray.config_load import load_config
-from echoray.runtime.placement import fit_to_cluster, v1_status_can_add_nodes
+from echoray.runtime.autoscaler import v1_status_can_add_nodes
+from echoray.runtime.placement import fit_to_cluster
 
 CLUSTER = ["preprocess.actors.resources={cpu_node: 0.001}", "scaling.resources_per_worker={gpu_node: 0.001}",
            "scaling.use_gpu=true"]

@@ -88,6 +88,12 @@ def abandon_fits() -> None:
     _abandoned.update(end for end in _fit_ends if not end.is_set())
 
 
+def join_fit(timeout_s: float) -> bool:
+    """Wait up to `timeout_s` for the fit thread (FIT_THREAD) to end; True when none is left
+    running (runtime/stop.py says why the driver must wait)."""
+    return not fit_thread_running(timeout_s)
+
+
 def fit_thread_running(wait_s: float = 0.0) -> bool:
     """Whether a fit thread is still running after waiting up to `wait_s` for it to end
     (waits on its end event, which a signal cannot corrupt; see _fit_ends). An abandoned

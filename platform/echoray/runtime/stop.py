@@ -3,7 +3,7 @@
 Contract: once `request()` has been called (SIGTERM, Ctrl-C, or the driver giving up on
 a fit: runtime/monitor.watch_fit), a training loop in this process ends at its next step
 boundary (train/loop.py WorkerLoop.train checks `requested()` before every optimizer
-step and raises RunAborted), and `join_fit` waits for the fit thread to end before the
+step and raises RunAborted), and runtime/monitor.join_fit waits for the fit thread to end before the
 driver kills the run's collector or shuts Ray down. `exit_now` then ends the process
 without interpreter finalisation when a thread is still alive.
 
@@ -39,14 +39,6 @@ def requested() -> bool:
 def clear() -> None:
     """A new fit starts (a reused Tune trial actor runs one fit after another)."""
     _requested.clear()
-
-
-def join_fit(timeout_s: float) -> bool:
-    """Wait up to `timeout_s` for the fit thread (runtime/monitor.FIT_THREAD) to end;
-    True when none is left running."""
-    from echoray.runtime.monitor import fit_thread_running
-
-    return not fit_thread_running(timeout_s)
 
 
 def other_threads_alive() -> list[str]:

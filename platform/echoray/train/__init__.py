@@ -1,7 +1,5 @@
 """Ray Train side: models, optimisation, the per-worker loop, the trainer adapter.
-
-Calling the package, `echoray.train(pipeline, overrides=..., out=...)`, runs one training
-run through the Python API (echoray/api.py train; see callable_package.py).
+(A training run from Python: `echoray.api.train`.)
 
 The public building blocks for a train_loop_per_worker of your own (train/blocks.py):
 
@@ -11,8 +9,6 @@ The public building blocks for a train_loop_per_worker of your own (train/blocks
 
 Imported on first use (they import torch and Ray Train).
 """
-
-from echoray.callable_package import make_callable
 
 _PUBLIC = ("FreshCounter", "echo_on_consumption", "GroupLayout", "group_layout", "GroupedDataConfig",
            "member_group", "group_batches", "view_keys", "sampling_seed", "dropout_seed")
@@ -26,5 +22,3 @@ def __getattr__(name: str):
         return getattr(blocks, name)
     raise AttributeError(f"module 'echoray.train' has no attribute {name!r}")
 
-
-make_callable(__name__, "train")

@@ -9,7 +9,7 @@ def train_loop_per_worker(config: dict) -> None:
         from echoray.train.early_stream import start_worker_stream
 
         started = start_worker_stream(config)  # before torch: Ray Data starts meanwhile
-        from echoray.train.loop import run_worker
+        from echoray.train.worker import run_worker
 
         run_worker(config, started)
     except Exception as exc:

@@ -46,7 +46,6 @@ from echoray.train.batch_augment import (
 )
 from echoray.train.consumption_echo import ConsumptionEcho, agree_min
 from echoray.train.device import LossMeter, Precision, ToDevice, memory_format
-from echoray.train.early_stream import StartedStream, batch_stream
 from echoray.train.evaluate import Normalizer
 from echoray.train.faults import RunAborted
 from echoray.train.ghost_bn import use_ghost_batch_norm
@@ -453,53 +452,3 @@ class WorkerLoop:
         self.restore(restored)
         final = self.finish(self.train(self.input_batches(source)))
         return final.to_dict() if final is not None else None
-
-
-def run_worker(config: dict, started=None) -> None:
-    """Ray Train's per-worker function: the Ray pieces around a WorkerLoop. `started`: this
-    worker's shard stream, already asked for its first batch (train/early_stream.py). In
-    local mode (config["local_mode"]) the pieces train/local_fit.py adds."""
-    import ray.train
-    import ray.train.torch
-
-    from echoray.train import checkpoint
-    from echoray.train.assembly import WorkerSite, build_loop, restore_and_keep
-    from echoray.train.worker_link import CollectorLink
-
-    checkpoint.quiet_report_log()
-    cfg = PipelineConfig.model_validate(config["cfg"])
-    idx, link = config["index"], CollectorLink(config["collector"])
-    if link.ask("is_aborted"):
-        if started is not None:
-            started.close()
-        return  # a worker group restarted after the driver gave up: end the fit at once
-    local = config.get("local_mode")
-    ctx = ray.train.get_context()
-    site = WorkerSite(ctx.get_world_rank(), ctx.get_world_size(), ray.train.torch.get_device(), link,
-                      Collectives.torch_distributed(), ray.train.torch.prepare_model,
-                      should_stop=_stop_flag() if local else None)
-    loop = build_loop(cfg, idx, site)
-    if local:
-        torch.set_num_threads(max(1, int(cfg.scaling.cpus_per_worker)))  # as OMP_NUM_THREADS in a worker
-    loop.setup()
-    if local:
-        from echoray.train.local_fit import checkpoint_sink
-
-        keep, sink = checkpoint_sink(cfg, local["storage"], link)
-        restore_and_keep(loop, cfg, idx, local["restore"], config["collector"], keep=keep, sink=sink)
-    else:
-        restore_and_keep(loop, cfg, idx, ray.train.get_checkpoint(), config["collector"])
-    source = None
-    if loop.reads:
-        source = started or StartedStream(batch_stream(ray.train.get_dataset_shard("train"), cfg, loop.group))
-    try:
-        loop.finish(loop.train(loop.input_batches(source)))
-    finally:
-        if local and source is not None:  # the process goes on: its stream must not
-            source.close()
-
-
-def _stop_flag():
-    from echoray.runtime import stop
-
-    return stop.requested

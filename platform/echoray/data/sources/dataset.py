@@ -1,4 +1,4 @@
-"""`echoray.train(dataset=ds)`: a user's ray.data.Dataset as the run's source, through the
+"""`echoray.api.train(dataset=ds)`: a user's ray.data.Dataset as the run's source, through the
 reader protocol of custom.py (source.kind "echoray.data.sources.dataset:DatasetReader").
 
 The driver materialises the Dataset's image and label columns once (register), so it gets
@@ -65,7 +65,7 @@ class DatasetReader:
         data = _REGISTERED.get(cfg.options.get("dataset"))
         if data is None:
             raise SourceError("source.options.dataset: no Dataset registered in this process "
-                              "(only echoray.train(dataset=...) gives one; a resumed run or a search cannot)")
+                              "(only echoray.api.train(dataset=...) gives one; a resumed run or a search cannot)")
         n = len(data["ids"])
         if n < 2:
             raise SourceError(f"dataset: {n} rows, too few to hold some out")
