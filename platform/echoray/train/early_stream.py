@@ -190,7 +190,8 @@ def start_worker_stream(config: dict) -> StartedStream | None:
     cfg = PipelineConfig.model_validate(config["cfg"])
     if cfg.batch_augmentation.mode != "local":
         return None
-    rank = ray.train.get_context().get_world_rank()  # in local mode a worker's group is its rank
+    # local batch augmentation: a worker's group is its rank (local mode: rank 0 of 1)
+    rank = 0 if config.get("local_mode") else ray.train.get_context().get_world_rank()
     return StartedStream(batch_stream(ray.train.get_dataset_shard("train"), cfg, rank))
 
 

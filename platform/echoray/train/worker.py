@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from echoray.config import PipelineConfig
+from echoray.train.assembly import WorkerSite
 from echoray.train.early_stream import StartedStream, batch_stream
 from echoray.train.worker_link import Collectives
 
@@ -15,10 +16,9 @@ def run_worker(config: dict, started=None) -> None:
     worker's shard stream, already asked for its first batch (train/early_stream.py). In
     local mode (config["local_mode"]) the pieces train/local_fit.py adds."""
     import ray.train
-    import ray.train.torch
 
     from echoray.train import checkpoint
-    from echoray.train.assembly import WorkerSite, build_loop, restore_and_keep
+    from echoray.train.assembly import build_loop, restore_and_keep
     from echoray.train.worker_link import CollectorLink
 
     checkpoint.quiet_report_log()
@@ -29,10 +29,7 @@ def run_worker(config: dict, started=None) -> None:
             started.close()
         return  # a worker group restarted after the driver gave up: end the fit at once
     local = config.get("local_mode")
-    ctx = ray.train.get_context()
-    site = WorkerSite(ctx.get_world_rank(), ctx.get_world_size(), ray.train.torch.get_device(), link,
-                      Collectives.torch_distributed(), ray.train.torch.prepare_model,
-                      should_stop=_stop_flag() if local else None)
+    site = _local_site(link) if local else _group_site(link)
     loop = build_loop(cfg, idx, site)
     if local:
         torch.set_num_threads(max(1, int(cfg.scaling.cpus_per_worker)))  # as OMP_NUM_THREADS in a worker
@@ -54,7 +51,21 @@ def run_worker(config: dict, started=None) -> None:
             source.close()
 
 
-def _stop_flag():
+def _group_site(link) -> WorkerSite:
+    """A worker of a group: its rank, its device, DDP around the model."""
+    import ray.train
+    import ray.train.torch
+
+    ctx = ray.train.get_context()
+    return WorkerSite(ctx.get_world_rank(), ctx.get_world_size(), ray.train.torch.get_device(), link,
+                      Collectives.torch_distributed(), ray.train.torch.prepare_model)
+
+
+def _local_site(link) -> WorkerSite:
+    """Local mode: rank 0 of 1 on the CPU (train/local_mode.py), the model as it is, the stop
+    flag of this process. Not ray.train.get_context() and friends: inside a Tune trial (a
+    warm trial) Ray 2.60 refuses them as deprecated in a Tune session."""
     from echoray.runtime import stop
 
-    return stop.requested
+    return WorkerSite(0, 1, torch.device("cpu"), link, Collectives.single(), lambda model: model,
+                      should_stop=stop.requested)
