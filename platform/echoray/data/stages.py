@@ -6,7 +6,8 @@ the echo costs no extra operator (a separate task stage measured 79% slower on
 digits). The map_batches that runs it declares that it changes the row count, so
 Ray's optimizer never moves a limit or split ahead of the echo. Each call reports
 rows and busy time before and after the echo point to the run's collector, which
-derives the upstream/downstream rates and R. torch is imported in the
+derives the upstream/downstream rates and R; no call waits on the collector (the reports
+are batched, `auto`'s factor is the newest it answered: runtime/collector_feed.py). torch is imported in the
 constructor, not at module level: Ray's coordinators unpickle this class too and
 importing torch costs seconds per process on a small machine.
 """
@@ -27,6 +28,7 @@ from echoray.data.plan import ChunkMap
 from echoray.data.preprocess_args import PreprocessArgs
 from echoray.data.replay import drop_consumed
 from echoray.data.sources.base import SourceError, read_skipping
+from echoray.runtime.collector_feed import CollectorFeed
 from echoray.seeds import STREAM_AUGMENT, mix, to_int63
 
 STALE_S = 1.0
@@ -104,6 +106,16 @@ class Preprocess:
         self.in_pool = args.in_pool
         self.first_read: float | None = None
         self.actor = f"{os.uname().nodename}:{os.getpid()}"
+        # the collector off the data path: reports batched, the live factor and the run's
+        # bad-data verdict taken from earlier replies (runtime/collector_feed.py)
+        self.feed = CollectorFeed.to(args.collector, self.actor, self.auto, self.factor, len(idx.train_ids),
+                                     idx.max_bad_fraction)
+
+    def __del__(self):
+        """Ray Data releases an actor gracefully: its last reports reach the collector."""
+        feed = getattr(self, "feed", None)
+        if feed is not None:
+            feed.close()
 
     def read(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         if self.idx.kind == "text":
@@ -165,17 +177,11 @@ class Preprocess:
         return crop_decoder(keys, self.ops[0], self.idx.channels, flip), False
 
     def _skip_bad(self, bad: list[tuple[int, str, str]]) -> None:
-        """Count undecodable files run-wide; fail once they pass source.max_bad_fraction."""
-        if self.collector is None:
-            limit = int(self.idx.max_bad_fraction * len(self.idx.train_ids))
-            if len(bad) > limit:
-                raise SourceError(f"undecodable training image(s): {'; '.join(f'{n} ({r})' for _, n, r in bad[:5])}")
-            return
-        import ray
-
-        verdict = ray.get(self.collector.bad_images.remote(bad))
-        if verdict["over"]:
-            raise SourceError(verdict["message"])
+        """Skip undecodable files; fail once this actor's finds alone pass
+        source.max_bad_fraction (the collector decides over all actors: CollectorFeed.bad)."""
+        message = self.feed.bad(bad)
+        if message is not None:
+            raise SourceError(message)
 
     def augment(self, rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         keys = augment_keys(self.seed, rows, per_copy=self.echo_before)
@@ -190,20 +196,17 @@ class Preprocess:
         return rows
 
     def echo(self, rows: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        if self.auto and self.collector is not None:
-            import ray
-
-            self.factor = ray.get(self.collector.echo_factor.remote())
+        if self.auto:
+            self.factor = self.feed.factor()  # the newest the collector answered; never waits
         return echo_rows(rows, self.factor, self.seed)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> Iterator[dict[str, np.ndarray]]:
         try:
+            if (failure := self.feed.failure()) is not None:  # the run's bad-data budget is spent
+                raise SourceError(failure)
             rows = self._process(batch)
         except SourceError as exc:  # bad data: tell the driver, so no retry is attempted
-            if self.collector is not None:
-                import ray
-
-                ray.get(self.collector.fatal.remote(str(exc), "data"))
+            self.feed.fatal(str(exc))
             raise
         if len(rows["sample_id"]):  # a block emptied by a replay or bad files is left out:
             yield rows  # Arrow cannot type an empty image column (it would pickle it)
@@ -248,11 +251,9 @@ class Preprocess:
         return rows
 
     def _report(self, up_rows: int, up_s: float, down_rows: int, down_s: float) -> None:
-        if self.collector is None:
-            return
         if not self.in_pool:  # a head start: its reads count; its time is not the pool's rate
-            self.collector.source_read.remote(up_rows, up_s)
+            self.feed.reads(up_rows, up_s)
             return
-        self.collector.stage.remote("upstream", self.actor, up_rows, up_s, up_rows)
+        self.feed.stage("upstream", up_rows, up_s, reads=up_rows)
         if down_rows:
-            self.collector.stage.remote("downstream", self.actor, down_rows, down_s, 0)
+            self.feed.stage("downstream", down_rows, down_s)

@@ -1,6 +1,7 @@
 """A zero-CPU actor that gathers what workers and preprocessing actors report.
 
-Workers and actors send events here (fire-and-forget); the driver polls it to print
+Workers and actors send events here without waiting (preprocessing actors batch theirs,
+at most one call per actor every 0.5 s: runtime/collector_feed.py); the driver polls it to print
 progress, log MLflow metrics from rank 0 only, spot stalls and write the audit. Working
 through an actor rather than files keeps it correct on a multi-node cluster where the
 driver's disk is not the workers'.
@@ -58,17 +59,31 @@ class RunCollector:
         self.workers: dict[int, Heartbeat] = {}  # rank -> its latest heartbeat
 
     # --- from preprocessing actors ---
-    def stage(self, name: str, actor: str, rows: int, busy_s: float, reads: int = 0) -> None:
-        self.throughput.add_stage(name, actor, rows, busy_s, at=time.time())
-        self.source_read(reads, busy_s)
+    def reports(self, actor: str, report: dict[str, Any]) -> dict[str, Any]:
+        """One actor's batch since its last (runtime/collector_feed.py Batch.to_report): rows
+        and busy seconds per stage, rows read, newly found bad files. The reply is what the
+        actor looks at later, never waiting for it: the live echo factor, whether training
+        has started, the run's fatal error."""
+        now = time.time()
+        for name, (rows, busy_s) in report["stages"].items():
+            self.throughput.add_stage(name, actor, rows, busy_s, at=now)
+        self._count_reads(report["reads"], report["read_began"])
+        if report["bad"]:
+            self._bad_images(report["bad"])
+        return {"factor": self.echo.factor, "started": self.first_step_at is not None, "fatal": self.fatal_error}
 
-    def source_read(self, reads: int, busy_s: float = 0.0) -> None:
-        """Rows read from the source; alone: by a head start in the reading process
-        (data/head_start.py), whose reads count but whose time, in a thread at nice 19,
-        is not the pool's rate (R sums the rates of the actors that report a stage)."""
+    def stage(self, name: str, actor: str, rows: int, busy_s: float, reads: int = 0) -> None:
+        """One stage report (a call's rows, busy seconds and rows read): reports' parts one at a time."""
+        self.throughput.add_stage(name, actor, rows, busy_s, at=time.time())
+        self._count_reads(reads, time.time() - busy_s)
+
+    def _count_reads(self, reads: int, began: float | None) -> None:
+        """Rows read from the source, the first of them begun at `began` (wall clock). A
+        head start's reads count alone: its time, in a thread at nice 19, is not the pool's
+        rate (R sums the rates of the actors that report a stage)."""
         self.source_reads += reads
         if self.first_read_at is None and reads:
-            self.first_read_at = time.time() - busy_s  # the read began busy_s before its report
+            self.first_read_at = began
 
     def stage_totals(self) -> dict[str, dict[str, float]]:
         """stage -> rows, busy seconds and reporting actors (echoray bench-input)."""
@@ -86,13 +101,12 @@ class RunCollector:
             return None
         return self.source_reads - sum(beat.fresh for beat in self.workers.values())
 
-    def bad_images(self, items: list[tuple[int, str, str]]) -> dict[str, Any]:
+    def _bad_images(self, items: list[tuple[int, str, str]]) -> None:
         """Undecodable training files (id, file, reason): skipped while they stay within
         source.max_bad_fraction of the training split; beyond it the run fails naming them."""
         verdict = self.bad.add(items)
         if verdict["over"]:
             self.fatal(verdict["message"], "data")
-        return verdict
 
     def bad_ids(self) -> np.ndarray:
         return self.bad.ids()
