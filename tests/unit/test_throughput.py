@@ -78,3 +78,15 @@ def test_recent_stage_rate_reaches_back_to_the_last_calls_per_actor():
     assert t.recent_stage_rate("upstream", since=-1.0, min_reports=2) == pytest.approx(200 / 4.0 + 400 / 2.0)
     assert t.recent_upstream_rate(since=2.5, min_reports=1) == pytest.approx(100 / 3.0 + 100 / 1.0)
     assert Throughput().recent_upstream_rate(since=0.0, min_reports=4) is None
+
+
+def test_a_thousand_actors_keep_every_actors_last_reports():
+    """1,000 actors, each reporting once per 0.5 s window (runtime/collector_feed.py): the
+    window's rate sums all of them, not the last REPORTS_KEPT reports' actors."""
+    t = Throughput()
+    for window in range(4):
+        for i in range(1000):
+            t.add_stage("upstream", f"a{i}", 50, 0.5, at=window * 0.5 + i * 1e-4)
+    assert t.recent_stage_rate("upstream", since=1.49, min_reports=1) == pytest.approx(1000 * 100.0)
+    assert t.recent_stage_rate("upstream", since=-1.0, min_reports=4) == pytest.approx(1000 * 100.0)
+    assert len(t.reports["upstream"]) == 4000  # every report of the four windows

@@ -20,8 +20,11 @@ from dataclasses import dataclass, field, replace
 # The preprocessing actor reports the work before the echo point as "upstream" and,
 # when echo precedes augmentation, the augmentation of echoed rows as "downstream".
 UPSTREAM = ("upstream",)
-# Reports kept per stage for recent_stage_rate: 4 per actor reach back past any window.
+# Reports kept per stage for recent_stage_rate: at least REPORTS_KEPT, and KEPT_PER_ACTOR
+# per reporting actor (an actor reports at most every 0.5 s: runtime/collector_feed.py), so
+# a pool of any size keeps every actor's last 4 reports and a window's worth of each.
 REPORTS_KEPT = 512
+KEPT_PER_ACTOR = 16
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,10 @@ class Throughput:
         t = self.stages[stage].setdefault(actor, Totals())
         t.rows += rows
         t.busy_s += busy_s
-        self.reports[stage].append(Report(at, actor, rows, busy_s))
+        log = self.reports[stage]
+        if (need := KEPT_PER_ACTOR * len(self.stages[stage])) > log.maxlen:
+            log = self.reports[stage] = deque(log, maxlen=need)
+        log.append(Report(at, actor, rows, busy_s))
 
     def recent_stage_rate(self, stage: str, since: float, min_reports: int) -> float | None:
         """A stage's rate (as stage_rate: per-actor rows per busy second, summed over the
