@@ -8,7 +8,8 @@ since the last update (the first window opens after the first step; one without 
 step stays open). Upstream: the actors' reports in the window, reaching back to the last
 UPSTREAM_MIN_REPORTS per actor where it holds fewer (runtime/throughput.py
 recent_stage_rate); before the first window these are the reads before the first step.
-An actor reports once per call, and a text call reading units behind a slow store takes
+An actor's report covers its calls since its last, one every 0.5 s at most
+(runtime/collector_feed.py), and a text call reading units behind a slow store takes
 8-9 s with rows that vary by call (benchmarks/lm_auto_echo.py): waiting for a report in
 every window set e at most once per call (a run that reached its target after 28 s of
 training trained at e = 1 for its first 10 s), and one call's rate swung the window R
@@ -30,14 +31,15 @@ sets it outright), then an exponential average with gain 1/3; e = the estimate's
 [1, echo.max_factor] (auto_factor), so e falls when R falls, and at R near the cap windows
 above it count as much as those below. Where e is applied: the worker takes it without
 waiting (train/worker_link.py live_factor) for each fresh batch it takes from the stream
-(train/consumption_echo.py). Start: until the first window e is echo.start_factor, where null
-the cap (echo.max_factor), and that first window's R is its measurement alone (no 0.8 e
-floor from a factor that was a guess). At a start of 1 the worker ate its first shuffle
-pool of fresh rows (400 sequences) in half a second on the text benchmark, then waited
-or trained spare copies (1,692-1,776 of them a run) and needed more fresh sequences to
-the target than e = 8 (benchmarks/lm_auto_echo.py); a start too high costs at most one
-window of extra copies. A fixed factor is the same object with `auto` false: its
-factor never moves. Pure given the clock: the collector passes `now` in.
+(train/consumption_echo.py), and the preprocessing actors that make the copies take it
+from their reports' replies, never waiting (runtime/collector_feed.py). Start: until the
+first window e is echo.start_factor, where null the cap (echo.max_factor), and that first
+window's R is its measurement alone (no 0.8 e floor from a factor that was a guess). At a
+start of 1 the worker ate its first shuffle pool of fresh rows (400 sequences) in half a
+second on the text benchmark, then waited or trained spare copies (1,692-1,776 of them a
+run) and needed more fresh sequences to the target than e = 8 (benchmarks/lm_auto_echo.py);
+a start too high costs at most one window of extra copies. A fixed factor is the same
+object with `auto` false: its factor never moves. Pure given the clock: the collector passes `now` in.
 """
 
 from __future__ import annotations
@@ -49,10 +51,10 @@ from dataclasses import dataclass
 from echoray.data.echo import REstimate, auto_factor, update_r_estimate
 from echoray.runtime.throughput import Throughput
 
-# 0.5 s: two to four actor reports of 128 samples at R ~ 4 on digits, so one window is
-# not noise alone, and e is set from R 0.5 s after the first step.
+# 0.5 s: an actor reports at most this often (runtime/collector_feed.py REFRESH_S), and e
+# is set from R 0.5 s after the first step.
 AUTO_UPDATE_S = 0.5
-# 4 reports per actor: where calls are short (digits: 2-4 per window) the window alone;
+# 4 reports per actor: where calls are short, an actor's reports 0.5 s apart (the last 2 s);
 # where a call takes seconds, the last four calls' ratio of summed rows to busy time.
 UPSTREAM_MIN_REPORTS = 4
 # A window whose workers waited for data this share of its wall time or more was starved
