@@ -85,10 +85,11 @@ def test_reports_are_sent_per_call_until_training_starts_then_at_most_every_inte
     feed, wire = feed_on(c, clock)
     for _ in range(3):  # before the first step: each call's reads as they happen
         feed.stage("upstream", 10, 0.01, reads=10)
+        feed.stage("downstream", 30, 0.005)  # no reads: kept for the next send
         clock.t += 0.01
     assert wire.sent == ["reports"] * 3
     wire.deliver()
-    assert c.source_reads == 30
+    assert c.source_reads == 30 and c.stage_totals()["downstream"]["rows"] == 60  # the last call's is kept
     start_training(c)
     feed.stage("upstream", 10, 0.01, reads=10)  # sent: the reply that says training started has not come
     wire.deliver()
@@ -103,7 +104,7 @@ def test_reports_are_sent_per_call_until_training_starts_then_at_most_every_inte
     wire.deliver()
     totals = c.stage_totals()
     assert totals["upstream"] == {"rows": 10 * (calls + 4), "busy_s": pytest.approx(0.01 * (calls + 4)), "actors": 1}
-    assert totals["downstream"]["rows"] == 30 * calls and c.source_reads == 10 * (calls + 4)
+    assert totals["downstream"]["rows"] == 30 * (calls + 3) and c.source_reads == 10 * (calls + 4)
 
 
 def test_the_first_read_is_dated_when_it_began_not_when_it_was_reported():
@@ -199,3 +200,10 @@ def test_without_a_collector_the_budget_is_the_actors_own():
     feed.stage("upstream", 5, 0.1, reads=5)
     assert feed.factor() == 1.0 and feed.failure() is None
     feed.close()
+
+
+def test_a_fatal_error_the_collector_cannot_take_leaves_the_calls_own_error():
+    def gone(method, *args) -> Future:
+        raise RuntimeError("actor died")
+
+    CollectorFeed(gone, "a0", 1.0, 100, 0.0).fatal("undecodable: x.png")  # returns: the call raises its own

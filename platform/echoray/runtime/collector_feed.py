@@ -7,9 +7,9 @@ sends it (RunCollector.reports) at most every REFRESH_S, and the reply (the live
 factor, whether training has started, the run's fatal error) is looked at, never waited
 for, at a later call. So an actor's load on the collector is at most one call per
 REFRESH_S whatever its block rate (docs/benchmarks/control-plane.md). Sent at once,
-outside the interval: the batches before the first training step (the reads a run had
-before it began training are counted as they happen), and a batch with newly found bad
-files (the run's budget is decided without delay).
+outside the interval: a batch with reads before the first training step (the reads a run
+had before it began training are counted as they happen), and a batch with newly found
+bad files (the run's budget is decided without delay).
 
 Bad files: `BadExamples` (runtime/bad_examples.py) over this actor's own finds decides
 locally when they alone pass source.max_bad_fraction (then the split's count does too);
@@ -134,7 +134,7 @@ class CollectorFeed:
         if self.send is None:
             return self.link.reply
         started = self.link.take_done()["started"]
-        return self.link.poll(urgent=urgent or (not started and not self.batch.empty()))
+        return self.link.poll(urgent=urgent or (not started and self.batch.reads > 0))
 
     def factor(self) -> float:
         """The live echo factor: the newest the collector answered."""
@@ -169,9 +169,14 @@ class CollectorFeed:
 
     def fatal(self, message: str) -> None:
         """A call fails on bad data: the collector holds the error before the call raises it
-        (the driver then stops the run instead of retrying). Waits at most FATAL_WAIT_S, once."""
-        if self.send is not None:
+        (the driver then stops the run instead of retrying). Waits at most FATAL_WAIT_S, once;
+        a collector gone or slower than that leaves the call's own error to be raised."""
+        if self.send is None:
+            return
+        try:
             self.send("fatal", message, "data").result(timeout=FATAL_WAIT_S)
+        except Exception:  # noqa: BLE001 - the caller raises the bad-data error either way
+            pass
 
     def close(self) -> None:
         """The actor's end: send what is left and wait at most CLOSE_WAIT_S for it to land;
