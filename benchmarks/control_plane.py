@@ -1,6 +1,6 @@
 """The run's control plane under load: what one collector actor (runtime/collector.py
 RunCollector) takes from 32 preprocessing actors and 8 train workers as the block rate
-grows, before and after runtime/collector_feed.py (issue 59; docs/benchmarks/control-plane.md).
+grows, before and after runtime/collector_feed.py (docs/benchmarks/control-plane.md).
 
 A local Ray whose logical CPUs are shared out in 0.05s, as on a cluster whose many actors
 each hold a little CPU: every caller is an actor of num_cpus=0.05, the collector is a
@@ -8,7 +8,8 @@ real RunCollector (echo.factor auto, so heartbeats run its control law) of num_c
 No data moves: only the calls a run makes to its collector, at the rates a run makes them.
 
     per_call   the pattern before: per block, a blocking echo_factor request and two
-               stage reports (upstream, downstream: auto's echo before augmentation)
+               stage reports (upstream, downstream: auto's echo before augmentation),
+               each a reports call of its own
     batched    the product's CollectorFeed per actor: the same three figures per block,
                batched into one reports call every 0.5 s at most, the factor from its replies
 Train workers, the same in both: per step a heartbeat and a live-factor request, each
@@ -84,10 +85,14 @@ def caller_classes():
                     feed.stage("upstream", ROWS, BLOCK_BUSY_S, reads=ROWS)
                     feed.stage("downstream", int(ROWS * f), BLOCK_BUSY_S)
             else:
+                def report(stage: str, rows: int, reads: int) -> None:
+                    send("reports", name, {"stages": {stage: (rows, BLOCK_BUSY_S)}, "reads": reads,
+                                           "read_began": time.time() - BLOCK_BUSY_S, "bad": []})
+
                 def block():
                     f = send("echo_factor").result()  # the call waited for its reply
-                    send("stage", "upstream", name, ROWS, BLOCK_BUSY_S, ROWS)
-                    send("stage", "downstream", name, int(ROWS * f), BLOCK_BUSY_S, 0)
+                    report("upstream", ROWS, ROWS)
+                    report("downstream", int(ROWS * f), 0)
 
             blocks = paced(until, rate, block)
             if mode == "batched":

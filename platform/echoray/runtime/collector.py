@@ -72,11 +72,6 @@ class RunCollector:
             self._bad_images(report["bad"])
         return {"factor": self.echo.factor, "started": self.first_step_at is not None, "fatal": self.fatal_error}
 
-    def stage(self, name: str, actor: str, rows: int, busy_s: float, reads: int = 0) -> None:
-        """One stage report (a call's rows, busy seconds and rows read): reports' parts one at a time."""
-        self.throughput.add_stage(name, actor, rows, busy_s, at=time.time())
-        self._count_reads(reads, time.time() - busy_s)
-
     def _count_reads(self, reads: int, began: float | None) -> None:
         """Rows read from the source, the first of them begun at `began` (wall clock). A
         head start's reads count alone: its time, in a thread at nice 19, is not the pool's
