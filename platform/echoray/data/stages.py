@@ -7,9 +7,9 @@ digits). The map_batches that runs it declares that it changes the row count, so
 Ray's optimizer never moves a limit or split ahead of the echo. Each call reports
 rows and busy time before and after the echo point to the run's collector, which
 derives the upstream/downstream rates and R; no call waits on the collector (the reports
-are batched, `auto`'s factor is the newest it answered: runtime/collector_feed.py). torch is imported in the
-constructor, not at module level: Ray's coordinators unpickle this class too and
-importing torch costs seconds per process on a small machine.
+are batched, `auto`'s factor is the newest it answered: runtime/collector_feed.py). torch
+is imported in the constructor, not at module level: Ray's coordinators unpickle this
+class too and importing torch costs seconds per process on a small machine.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """A zero-CPU actor that gathers what workers and preprocessing actors report.
 
 Workers and actors send events here without waiting (preprocessing actors batch theirs,
-at most one call per actor every 0.5 s: runtime/collector_feed.py); the driver polls it to print
-progress, log MLflow metrics from rank 0 only, spot stalls and write the audit. Working
+at most one call per actor every 0.5 s: runtime/collector_feed.py); the driver polls it
+to print progress, log MLflow metrics from rank 0 only, spot stalls and write the audit. Working
 through an actor rather than files keeps it correct on a multi-node cluster where the
 driver's disk is not the workers'.
 
