@@ -2,9 +2,9 @@
 
 Workers and actors send events here without waiting (preprocessing actors batch theirs,
 at most one call per actor every 0.5 s: runtime/collector_feed.py); the driver polls it
-to print progress, log MLflow metrics from rank 0 only, spot stalls and write the audit. Working
-through an actor rather than files keeps it correct on a multi-node cluster where the
-driver's disk is not the workers'.
+to print progress, log MLflow metrics from rank 0 only, spot stalls and write the audit.
+Working through an actor rather than files keeps it correct on a multi-node cluster
+where the driver's disk is not the workers'.
 
 The decisions are pure parts it only hosts, each with its own unit test:
 - runtime/epoch_ledger.py: which epoch records are final (checkpoints, restarts, replays);
