@@ -78,6 +78,17 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _check_sets(argv: list[str]) -> None:
+    """ConfigError for `--set key value` (a space where `=` belongs), naming both words,
+    before the second one is read as the pipeline file."""
+    from echoray.config_load import ConfigError
+
+    for i, word in enumerate(argv[:-1]):
+        if word == "--set" and "=" not in argv[i + 1]:
+            after = f" followed by {argv[i + 2]!r}" if i + 2 < len(argv) else ""
+            raise ConfigError(f"--set takes key=value; got {argv[i + 1]!r}{after}")
+
+
 def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     args = build_parser().parse_args(argv)
@@ -86,6 +97,7 @@ def main(argv: list[str] | None = None) -> int:
 
     cfg = resume = None
     try:
+        _check_sets(sys.argv[1:] if argv is None else argv)
         if args.command in ("tune", "study"):
             if bool(args.pipeline) == bool(args.resume):
                 raise ConfigError(f"echoray {args.command}: give a PIPELINE or --resume DIR (exactly one)")
