@@ -109,14 +109,14 @@ def check_assignments(overrides: list[str]) -> None:
 def _origin_of(overrides: list[str], fallback: str) -> Callable[[Loc, str], str]:
     """Which input set a key: the last `--set` on it (or on a section holding it, or a
     key its section's check names), else `fallback` (the pipeline file)."""
-    sets = [(tuple(a.partition("=")[0].strip().split(".")), a) for a in overrides]
+    sets = [tuple(a.partition("=")[0].strip().split(".")) for a in overrides]
 
     def origin(key: Loc, text: str) -> str:
         parts = tuple(str(p) for p in key)
-        for okey, assignment in reversed(sets):
+        for okey in reversed(sets):
             n = min(len(okey), len(parts))
             if (parts and okey[:n] == parts[:n]) or (not parts and ".".join(okey) in text):
-                return f"--set {assignment}"
+                return f"--set {'.'.join(okey)}"
         return fallback
 
     return origin

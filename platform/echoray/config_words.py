@@ -1,7 +1,7 @@
 """Pydantic's validation errors of a pipeline config, said in the user's words.
 
 Each problem becomes one line `ORIGIN: KEY: PROBLEM`: ORIGIN is the `--set` that set the
-key (or the pipeline file), KEY the dotted key, PROBLEM what the key accepts in words
+key (`--set KEY: PROBLEM` where it names the key itself) or the pipeline file, KEY the dotted key, PROBLEM what the key accepts in words
 ("expected a number >= 1 or auto, got 'two'"), read from the field's type, never the
 validator's own loc tags (`echo.factor.float`) or type names. An unknown key gets the
 closest valid dotted keys ("did you mean echo.factor?").
@@ -130,7 +130,7 @@ def one_of(words: list[str]) -> str:
 _TYPE_FORMS = {"int_parsing": "an integer", "int_type": "an integer", "int_from_float": "an integer",
                "float_parsing": "a number", "float_type": "a number", "finite_number": "a finite number",
                "bool_parsing": "true or false", "bool_type": "true or false", "string_type": "text",
-               "list_type": "a list", "dict_type": "a mapping of keys to values",
+               "list_type": "a list", "invalid_key": "keys that are text", "dict_type": "a mapping of keys to values",
                "model_type": "a mapping of keys to values", "model_attributes_type": "a mapping of keys to values"}
 _BOUND_TYPES = {"greater_than_equal": ("ge", ">="), "greater_than": ("gt", ">"),
                 "less_than_equal": ("le", "<="), "less_than": ("lt", "<")}
@@ -216,8 +216,11 @@ def describe(root: type[BaseModel], errors: list[Mapping[str, Any]],
 
 
 def said_at(origin_of: Callable[[Loc, str], str], key: Loc, text: str) -> str:
-    """`text` (a problem of `key`) after the origin that set the key."""
-    return f"{origin_of(key, text)}: {text}"
+    """`text` (a problem of `key`, starting with its name) after the origin that set the
+    key, the key said once where the origin is a `--set` of that key."""
+    origin, name = origin_of(key, text), dotted(key)
+    same = origin == f"--set {name}" and text.startswith(name + ": ")
+    return f"{origin}{text[len(name):]}" if same else f"{origin}: {text}"
 
 
 def _problem(group: list, key: Loc, tp: Any, meta: list) -> str:

@@ -61,6 +61,13 @@ def say_start(cfg: PipelineConfig, idx: SourceIndex, run_dir: Path, run_id: str,
         + (" (Ray Train local mode: in this process)" if here else ""))
 
 
+def say_own_data(notes: list[str | None]) -> None:
+    """The defaults `echoray train --set source.path=...` fitted to the data (own_data.py)."""
+    for note in notes:
+        if note:
+            say(f"own data: {note}")
+
+
 def print_summary(s: dict[str, Any]) -> None:
     hit = "reached" if s["target_reached"] else "NOT reached"
     m = s["metric"]

@@ -24,16 +24,16 @@ def cli_error(capsys, *argv: str) -> str:
 
 @pytest.mark.parametrize("argv, message", [
     (["--set", "echo.factr=2"],
-     "echoray: --set echo.factr=2: echo.factr: unknown key; did you mean echo.factor?\n"),
-    (["--set", "factor=2"], "echoray: --set factor=2: factor: unknown key; did you mean echo.factor?\n"),
+     "echoray: --set echo.factr: unknown key; did you mean echo.factor?\n"),
+    (["--set", "factor=2"], "echoray: --set factor: unknown key; did you mean echo.factor?\n"),
     (["--set", "eco.factor=2"],
-     "echoray: --set eco.factor=2: eco: unknown key; did you mean echo.factor?\n"),
+     "echoray: --set eco.factor: eco: unknown key; did you mean echo.factor?\n"),
     (["--set", "train.echo_factor=2"],
-     "echoray: --set train.echo_factor=2: train.echo_factor: unknown key; did you mean echo.factor?\n"),
+     "echoray: --set train.echo_factor: unknown key; did you mean echo.factor?\n"),
     (["--set", "batchsize=3"],
-     "echoray: --set batchsize=3: batchsize: unknown key; did you mean preprocess.batch_size or "
+     "echoray: --set batchsize: unknown key; did you mean preprocess.batch_size or "
      "train.batch_size?\n"),
-    (["--set", "train.bogus=1"], "echoray: --set train.bogus=1: train.bogus: unknown key\n"),
+    (["--set", "train.bogus=1"], "echoray: --set train.bogus: unknown key\n"),
 ])
 def test_unknown_key_names_its_set_and_the_closest_keys(capsys, argv, message):
     assert cli_error(capsys, *argv) == message
@@ -48,7 +48,7 @@ def test_unknown_key_in_a_file_names_the_file(capsys, tmp_path):
 def test_a_list_item_typo_is_matched_within_its_section():
     with pytest.raises(ConfigError) as err:
         load_config(None, ["preprocess.augment.ops=[{op: flip, paddin: 2}]"])
-    assert str(err.value) == ("--set preprocess.augment.ops=[{op: flip, paddin: 2}]: preprocess.augment.ops.0"
+    assert str(err.value) == ("--set preprocess.augment.ops: preprocess.augment.ops.0"
                               ".paddin: unknown key; did you mean preprocess.augment.ops.0.padding?")
 
 
@@ -76,28 +76,28 @@ def test_a_missing_space_after_a_yaml_colon_is_said():
     ("source.image_size=-1", "source.image_size: expected an integer >= 1 or null, got -1"),
     ("echo=3", "echo: expected a mapping of keys to values, got 3"),
     ("search.space={optimizer.lr: {low: x, high: 1}}",
-     "search.space.optimizer.lr.low: expected a number or null, got 'x'"),
+     "search.space: search.space.optimizer.lr.low: expected a number or null, got 'x'"),
 ])
 def test_a_bad_value_says_what_the_key_accepts(capsys, assignment, problem):
-    assert cli_error(capsys, "--set", assignment) == f"echoray: --set {assignment}: {problem}\n"
+    assert cli_error(capsys, "--set", assignment) == f"echoray: --set {problem}\n"
 
 
 def test_a_missing_key_is_required(capsys):
     assert cli_error(capsys, "--set", "preprocess.augment.ops=[{size: 3}]") == (
-        "echoray: --set preprocess.augment.ops=[{size: 3}]: preprocess.augment.ops.0.op: required\n")
+        "echoray: --set preprocess.augment.ops: preprocess.augment.ops.0.op: required\n")
 
 
 def test_a_check_across_sections_names_the_set_it_mentions(capsys):
     err = cli_error(capsys, "--set", "model.dropout=0.1", "--set", "batch_augmentation.copies=2")
-    assert err.startswith("echoray: --set batch_augmentation.copies=2: batch_augmentation.copies > 1")
+    assert err.startswith("echoray: --set batch_augmentation.copies: batch_augmentation.copies > 1")
     assert "embedded default" not in err
 
 
 def test_several_problems_are_one_line_each(capsys):
     err = cli_error(capsys, "--set", "echo.factor=x", "--set", "train.bogus=2")
     assert err == ("echoray: invalid settings:\n"
-                   "  --set echo.factor=x: echo.factor: expected a number >= 1 or auto, got 'x'\n"
-                   "  --set train.bogus=2: train.bogus: unknown key\n")
+                   "  --set echo.factor: expected a number >= 1 or auto, got 'x'\n"
+                   "  --set train.bogus: unknown key\n")
 
 
 def test_set_without_equals_is_refused_as_such(capsys, tmp_path):
@@ -117,9 +117,9 @@ def test_accepted_forms_come_from_the_field_types():
 
 
 @pytest.mark.parametrize("data, reason", [
-    (b"", "empty file (0 bytes)"),
-    (b"not an image", "not a readable image (12 bytes)"),
-    (None, "no image bytes (a null cell)"),
+    (b"", "empty file, 0 bytes"),
+    (b"not an image", "not a readable image, 12 bytes"),
+    (None, "no image bytes, a null cell"),
 ])
 def test_an_undecodable_image_is_named_with_its_reason_only(data, reason):
     for decode in (lambda: decode_one(data, 16, 3, "cats/x.jpg"), lambda: decode_full(data, 3, "cats/x.jpg")):

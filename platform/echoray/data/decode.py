@@ -170,11 +170,11 @@ def mixed_sizes_message(listed: str) -> str:
 def undecodable_reason(exc: Exception, data) -> str:
     """Why `data` did not decode, in words: never the repr of the buffer PIL was handed."""
     if data is None:
-        return "no image bytes (a null cell)"
+        return "no image bytes, a null cell"
     if len(data) == 0:
-        return "empty file (0 bytes)"
+        return "empty file, 0 bytes"
     if isinstance(exc, UnidentifiedImageError):
-        return f"not a readable image ({len(data)} bytes)"
+        return f"not a readable image, {len(data)} bytes"
     return re.sub(r"<[\w.]+ object at 0x[0-9a-f]+>", "the file", str(exc))
 
 
