@@ -22,7 +22,7 @@ import pyarrow.fs as pafs
 from echoray.config import PipelineConfig
 from echoray.config_load import ConfigError, parse_yaml
 from echoray.data.sources import SourceError, index_source
-from echoray.data.sources.base import filesystem
+from echoray.data.sources.base import filesystem, require_dir
 from echoray.data.sources.image_folder import EXTENSIONS
 from echoray.echo_plan import EchoPlan
 
@@ -112,6 +112,7 @@ def size_from_images(path: str) -> tuple[int, str]:
     from PIL import Image
 
     fs, root = filesystem(path)
+    require_dir(fs, root, "source.path")  # SourceError naming it (exit 2)
     files = sorted(i.path for i in fs.get_file_info(pafs.FileSelector(root, recursive=True))
                    if i.type == pafs.FileType.File and i.base_name.lower().endswith(EXTENSIONS))
     step = max(1, len(files) // HEADER_SAMPLE)

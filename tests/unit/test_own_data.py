@@ -85,3 +85,8 @@ def test_a_missing_folder_exits_2_naming_it(tmp_path, capsys):
     assert main(["train", "--set", f"source.path={tmp_path}/nope"]) == 2
     assert capsys.readouterr().err == f"echoray: --set source.path={tmp_path}/nope: no such file or folder\n"
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_missing_folder_of_a_given_kind_exits_2_naming_it(tmp_path, capsys):
+    assert main(["train", "--set", "source.kind=image_folder", "--set", f"source.path={tmp_path}/nope"]) == 2
+    assert capsys.readouterr().err == f"echoray: source.path {tmp_path}/nope: no such directory\n"
