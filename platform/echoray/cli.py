@@ -185,7 +185,7 @@ def _dispatch(args: argparse.Namespace, cfg, resume, t0: float) -> int:
 
         label = pipeline or getattr(args, "label", None) or "embedded:digits"
         summary = train(cfg, label, args.out, t0, resume=resume)
-        print_summary(summary)
+        print_summary(summary, verbose=args.verbose)
     elif args.command == "tune":
         from echoray.tune.search_run import run_search
         from echoray.tune.summary_text import print_search
