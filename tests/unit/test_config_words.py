@@ -126,3 +126,9 @@ def test_an_undecodable_image_is_named_with_its_reason_only(data, reason):
         with pytest.raises(BadImage) as err:
             decode()
         assert str(err.value) == f"cannot decode image cats/x.jpg: {reason}"
+
+
+def test_a_removed_key_names_its_set_and_what_replaces_it(capsys):
+    err = cli_error(capsys, "--set", "scaling.in_process=true")
+    assert err == ("echoray: --set scaling.in_process: this key was removed (renamed scaling.local_mode: "
+                   "Ray Train's local mode, the same values)\n")
