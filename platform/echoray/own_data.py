@@ -64,8 +64,9 @@ def own_data(pipeline: str | None, overrides: list[str]) -> OwnData:
         out.overrides.append(f"name={name}")
     if kind == "image_folder" and "source.image_size" not in given:
         size, note = size_from_images(path)
-        out.overrides.append(f"source.image_size={size}")
-        out.notes.append(note)
+        if size is not None:
+            out.overrides.append(f"source.image_size={size}")
+            out.notes.append(note)
     taken = [k for k in SHOWN_DEFAULTS if k not in given]
     if taken:
         d = PipelineConfig()
@@ -106,9 +107,9 @@ def infer_kind(path: str) -> str:
                       "files: set source.kind (image_folder, parquet, idx, cifar10, text; docs/how-to/own-data.md)")
 
 
-def size_from_images(path: str) -> tuple[int, str]:
+def size_from_images(path: str) -> tuple[int | None, str | None]:
     """(source.image_size, the line saying it): the median shorter side of up to
-    HEADER_SAMPLE images (headers only), at most MAX_SIZE."""
+    HEADER_SAMPLE images (headers only), at most MAX_SIZE; (None, None) without an image."""
     from PIL import Image
 
     fs, root = filesystem(path)
@@ -124,7 +125,7 @@ def size_from_images(path: str) -> tuple[int, str]:
         except (OSError, ValueError):
             continue  # undecodable: the run counts it against source.max_bad_fraction
     if not sizes:
-        raise ConfigError(f"--set source.path={path}: no readable images ({', '.join(EXTENSIONS)}) in its class folders")
+        return None, None  # no images: the source's index says what is missing
     sides = sorted(min(w, h) for w, h in sizes)
     side = min(sides[len(sides) // 2], MAX_SIZE)
     if len(set(sizes)) == 1 and sizes[0][0] == sizes[0][1] == side:
