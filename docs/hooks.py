@@ -1,6 +1,7 @@
 """MkDocs hooks (mkdocs.yml `hooks:`): before every build, write the generated reference
 pages (docs/reference/config.md and cli.md, from platform/echoray via
-echoray.docs_reference; git-ignored), and serve the benchmark plots in
+echoray.docs_reference; committed, so a fresh clone's links resolve, and kept equal to
+the code by tests/unit/test_docs.py), and serve the benchmark plots in
 benchmarks/results/*.png as img/NAME.png without copying them into docs/."""
 
 from __future__ import annotations

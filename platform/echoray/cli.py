@@ -78,6 +78,32 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _check_sets(argv: list[str]) -> None:
+    """ConfigError for `--set key value` (a space where `=` belongs), naming both words,
+    before the second one is read as the pipeline file."""
+    from echoray.config_load import ConfigError
+
+    for i, word in enumerate(argv[:-1]):
+        if word == "--set" and "=" not in argv[i + 1]:
+            after = f" followed by {argv[i + 2]!r}" if i + 2 < len(argv) else ""
+            raise ConfigError(f"--set takes key=value; got {argv[i + 1]!r}{after}")
+
+
+def _own_data_config(args: argparse.Namespace):
+    """`echoray train`'s config; with `--set source.path` and no pipeline file, the digits
+    defaults fitted to the data (own_data.py), said before the run starts."""
+    from echoray.config_load import load_config
+    from echoray.messages import say_own_data
+    from echoray.own_data import left_out_note, own_data
+
+    fitted = own_data(args.pipeline, args.overrides)
+    cfg = load_config(args.pipeline, [*fitted.overrides, *args.overrides])
+    if fitted.path is not None:
+        args.label = f"embedded:digits defaults on {fitted.path}"
+        say_own_data([*fitted.notes, left_out_note(cfg)])
+    return cfg
+
+
 def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     args = build_parser().parse_args(argv)
@@ -86,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
 
     cfg = resume = None
     try:
+        _check_sets(sys.argv[1:] if argv is None else argv)
         if args.command in ("tune", "study"):
             if bool(args.pipeline) == bool(args.resume):
                 raise ConfigError(f"echoray {args.command}: give a PIPELINE or --resume DIR (exactly one)")
@@ -97,9 +124,11 @@ def main(argv: list[str] | None = None) -> int:
             from echoray.resume import open_run
 
             cfg, resume = open_run(args.resume)
+        elif args.command == "train":
+            cfg = _own_data_config(args)
         elif args.command != "report" and not args.resume:
             cfg = load_config(args.pipeline, args.overrides)
-    except ConfigError as exc:
+    except (ConfigError, SourceError) as exc:
         print(f"echoray: {exc}", file=sys.stderr)
         return EXIT_USAGE
     os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
@@ -154,8 +183,9 @@ def _dispatch(args: argparse.Namespace, cfg, resume, t0: float) -> int:
         from echoray.messages import print_summary
         from echoray.run import train
 
-        summary = train(cfg, pipeline or "embedded:digits", args.out, t0, resume=resume)
-        print_summary(summary)
+        label = pipeline or getattr(args, "label", None) or "embedded:digits"
+        summary = train(cfg, label, args.out, t0, resume=resume)
+        print_summary(summary, verbose=args.verbose)
     elif args.command == "tune":
         from echoray.tune.search_run import run_search
         from echoray.tune.summary_text import print_search

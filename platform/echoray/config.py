@@ -270,7 +270,7 @@ class PreprocessConfig(Section):
 class EchoConfig(Section):
     stage: Literal["none", "before_augment", "after_augment", "batch"] = "none"
     """Where data echoing repeats data: none, before or after augmentation (in the preprocessing actor), or whole batches on the worker."""
-    factor: float | Literal["auto"] = 1.0
+    factor: Annotated[float, Field(ge=1, allow_inf_nan=False)] | Literal["auto"] = 1.0
     """Echo factor e >= 1 (fractional: floor(e) + Bernoulli(e - floor(e)) copies per item), or auto: e follows the measured R."""
     shuffle_buffer: Annotated[int, Field(ge=0)] = 512
     """Rows in each worker's shuffle buffer that spreads an example's copies."""

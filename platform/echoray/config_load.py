@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import yaml
 from pydantic import ValidationError
 
 from echoray.config import PipelineConfig
+from echoray.config_words import Loc, describe, said_at
 
 
 class ConfigError(ValueError):
@@ -80,7 +82,7 @@ def apply_override(tree: dict[str, Any], assignment: str) -> None:
     key, sep, raw = assignment.partition("=")
     key = key.strip()
     if not sep or not key or any(not part for part in key.split(".")):
-        raise ConfigError(f"--set expects key.path=value, got {assignment!r}")
+        raise ConfigError(f"--set takes key=value with a dotted key such as echo.factor; got {assignment!r}")
     try:
         value = parse_yaml(raw) if raw.strip() else None
     except yaml.YAMLError as exc:
@@ -97,35 +99,52 @@ def apply_override(tree: dict[str, Any], assignment: str) -> None:
     node[parts[-1]] = value
 
 
-def _describe(err: dict[str, Any]) -> str:
-    loc = ".".join(str(p) for p in err["loc"]) or "(pipeline)"
-    msg = err["msg"].removeprefix("Value error, ")
-    if err["type"] == "extra_forbidden":
-        return f"{loc}: unknown key"
-    if err["type"] == "literal_error":
-        return f"{loc}: {msg} (got {err.get('input')!r})"
-    return f"{loc}: {msg} (got {err.get('input')!r})" if "input" in err and not isinstance(
-        err.get("input"), dict
-    ) else f"{loc}: {msg}"
+def check_assignments(overrides: list[str]) -> None:
+    """ConfigError for a `--set` without `=`, before any file is read."""
+    for assignment in overrides:
+        if "=" not in assignment:
+            raise ConfigError(f"--set takes key=value; got {assignment!r}")
 
 
-def validate(tree: dict[str, Any], origin: str = "pipeline") -> PipelineConfig:
+def _origin_of(overrides: list[str], fallback: str) -> Callable[[Loc, str], str]:
+    """Which input set a key: the last `--set` on it (or on a section holding it, or a
+    key its section's check names), else `fallback` (the pipeline file)."""
+    sets = [tuple(a.partition("=")[0].strip().split(".")) for a in overrides]
+
+    def origin(key: Loc, text: str) -> str:
+        parts = tuple(str(p) for p in key)
+        for okey in reversed(sets):
+            n = min(len(okey), len(parts))
+            if (parts and okey[:n] == parts[:n]) or (not parts and ".".join(okey) in text):
+                return f"--set {'.'.join(okey)}"
+        return fallback
+
+    return origin
+
+
+def validate(tree: dict[str, Any], origin: str = "pipeline", overrides: list[str] | None = None) -> PipelineConfig:
+    """The PipelineConfig of `tree`; ConfigError with one line per problem, each naming
+    the `--set` (of `overrides`) or else `origin` it came from (config_words.py)."""
+    where = _origin_of(overrides or [], origin)
     if removed := removed_keys_in(tree):
-        raise ConfigError(f"invalid {origin}:\n  " + "\n  ".join(removed))
+        lines = [said_at(where, tuple(msg.split(":", 1)[0].split(".")), msg) for msg in removed]
+        raise ConfigError(lines[0] if len(lines) == 1 else "invalid settings:\n  " + "\n  ".join(lines))
     try:
         return PipelineConfig.model_validate(tree)
     except ValidationError as exc:
-        lines = [_describe(e) for e in exc.errors()]
-        raise ConfigError(f"invalid {origin}:\n  " + "\n  ".join(lines)) from None
+        lines = describe(PipelineConfig, exc.errors(), where)
+        raise ConfigError(lines[0] if len(lines) == 1 else "invalid settings:\n  " + "\n  ".join(lines)) from None
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> PipelineConfig:
     """The resolved config: embedded default (path None) or the YAML, then overrides."""
+    check_assignments(overrides or [])
     tree = read_yaml(path) if path else {}
     tree = copy.deepcopy(tree)
     for assignment in overrides or []:
         apply_override(tree, assignment)
-    return validate(tree, origin=str(path) if path else "embedded default pipeline")
+    origin = str(path) if path else "the embedded default pipeline (digits)"
+    return validate(tree, origin=origin, overrides=overrides)
 
 
 def flatten(cfg: PipelineConfig) -> dict[str, str]:

@@ -3,8 +3,9 @@ config.py: type, default, allowed values, the field's description) and every CLI
 and option (from cli.build_parser()).
 
 `python -m echoray.docs_reference DIR` writes DIR/config.md and DIR/cli.md; the docs
-site's hook (docs/hooks.py) does the same into docs/reference/ before every build, so the
-pages cannot drift from the code. `missing_descriptions()` lists the keys whose field has
+site's hook (docs/hooks.py) does the same into docs/reference/ before every build. The
+pages are committed (the README and docs link them in a fresh clone); a unit test keeps
+them equal to what this module writes. `missing_descriptions()` lists the keys whose field has
 no description (a unit test keeps it empty). Imports nothing heavier than pydantic.
 """
 

@@ -26,7 +26,7 @@ def epoch_line(ev: dict[str, Any]) -> str:
     return (
         f"epoch {ev['epoch']:>3}  step {ev['step']:>6}  loss {ev['loss']:.4f}  "
         f"{score}  fresh {ev['fresh_examples']:>8}  trained {ev['trained_examples']:>8}  "
-        f"lr {ev['lr']:.4f}  {ev['elapsed_s']:.1f}s"
+        f"lr {ev['lr']:.4f}  training {ev['elapsed_s']:.1f}s"
     )
 
 
@@ -61,13 +61,28 @@ def say_start(cfg: PipelineConfig, idx: SourceIndex, run_dir: Path, run_id: str,
         + (" (Ray Train local mode: in this process)" if here else ""))
 
 
-def print_summary(s: dict[str, Any]) -> None:
+def say_own_data(notes: list[str | None]) -> None:
+    """The defaults `echoray train --set source.path=...` fitted to the data (own_data.py)."""
+    for note in notes:
+        if note:
+            say(f"own data: {note}")
+
+
+# What R is, said once under the throughput line (docs/concepts.md, `auto` and R).
+R_MEANS = ("R = downstream / upstream examples per second: above 1 the input pipeline holds the "
+           "train step back and an echo factor up to R is free")
+
+
+def print_summary(s: dict[str, Any], verbose: bool = False) -> None:
+    """The run's closing lines; the throughput line (upstream and downstream rates, R)
+    where it means something: an input-bound run (R > 1), echo.factor auto, or `verbose`."""
     hit = "reached" if s["target_reached"] else "NOT reached"
     m = s["metric"]
     sign = "<=" if m.get("direction") == "lower is better" else ">="  # echoray/metrics.py
     goal = f"target {m['name']} {sign} {m['target']}: {hit}" if m["target"] is not None else f"no target set ({m['name']})"
+    why = "" if s["stop_reason"] == "target reached" else f"; {s['stop_reason']}"  # "reached" said once
     lines = [
-        f"{goal} (final {m['value']:.4f}, best {s['best_metric']:.4f}; {s['stop_reason']})",
+        f"{goal} (final {m['value']:.4f}, best {s['best_metric']:.4f}{why})",
         f"fresh examples {s['fresh_examples']}, trained {s['trained_examples']} "
         f"(measured echo factor {s['echo']['measured_factor']:.3f}), steps {s['steps']}, epochs {s['epochs']}",
     ]
@@ -82,10 +97,12 @@ def print_summary(s: dict[str, Any]) -> None:
                      f"epoch ({t['tokenizer']} tokenizer, vocab {t['vocab_size']}, seq_len {t['seq_len']}){rate}")
     ft = s["time_to_first_step_s"]
     lines.append(f"wall {s['wall_s']:.1f} s" + (f", first step at {ft:.1f} s" if ft else ""))
-    if s["measured_R"]:
+    auto = s["echo"]["factor"] == "auto"
+    if s["measured_R"] and (s["measured_R"] > 1 or auto or verbose):
         lines.append(f"throughput: upstream {s['upstream_examples_per_s']:.0f} ex/s, downstream "
                      f"{s['downstream_examples_per_s']:.0f} ex/s, measured R {s['measured_R']:.2f}"
-                     + (f", echo factor now {s['echo']['final_factor']:.2f}" if s["echo"]["factor"] == "auto" else ""))
+                     + (f", echo factor now {s['echo']['final_factor']:.2f}" if auto else ""))
+        lines.append(R_MEANS)
     lines.extend(where_lines(s, in_ray_job(), socket.gethostname(), mlflow_command()))
     for line in lines:
         say(line)

@@ -74,7 +74,7 @@ def test_batch_augmentation_views_need_worker_side_augmentation():
 
 
 def test_malformed_override_and_missing_file(tmp_path):
-    with pytest.raises(ConfigError, match="key.path=value"):
+    with pytest.raises(ConfigError, match="--set takes key=value"):
         load_config(None, ["echo.factor"])
     with pytest.raises(ConfigError, match="not found"):
         load_config(tmp_path / "nope.yaml")

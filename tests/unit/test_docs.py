@@ -59,3 +59,42 @@ def test_site_builds_strict(tmp_path):
     assert (site / "img" / "echo_study_figure3.png").exists()
     assert "ray job submit --address" in (site / "how-to" / "cluster" / "index.html").read_text()
     assert not (site / "hooks.py").exists()
+
+
+def test_committed_reference_pages_are_what_the_generator_writes():
+    """docs/reference/config.md and cli.md are committed (a fresh clone's links resolve);
+    after a change to a config field or a CLI option, regenerate them with
+    `PYTHONPATH=platform python -m echoray.docs_reference docs/reference`."""
+    ref = REPO / "docs" / "reference"
+    assert (ref / "config.md").read_text() == config_markdown(), "regenerate docs/reference (see the docstring)"
+    assert (ref / "cli.md").read_text() == cli_markdown(), "regenerate docs/reference (see the docstring)"
+
+
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _target(page, link: str):
+    """The file a relative link of `page` names: docs' img/NAME.png is served from
+    benchmarks/results/ (docs/hooks.py)."""
+    path = (page.parent / link.split("#", 1)[0]).resolve()
+    docs_img = (REPO / "docs" / "img").resolve()
+    if path.parent == docs_img:
+        return REPO / "benchmarks" / "results" / path.name
+    return path
+
+
+def test_every_relative_link_in_the_readme_and_docs_resolves_inside_the_repository():
+    pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    broken, outside = [], []
+    for page in pages:
+        for link in LINK.findall(page.read_text()):
+            if re.match(r"[a-z][a-z0-9+.-]*:", link) or link.startswith("#"):
+                continue  # a URL, or an anchor on the page
+            target = _target(page, link)
+            if not target.is_relative_to(REPO.resolve()):
+                outside.append(f"{page.relative_to(REPO)}: {link}")
+            elif not target.exists():
+                broken.append(f"{page.relative_to(REPO)}: {link}")
+    assert broken == [] and outside == []
+    readme = (REPO / "README.md").read_text()
+    assert "../" not in readme  # no file outside the repository, linked or quoted

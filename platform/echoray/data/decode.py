@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 
 import cv2
 import numpy as np
@@ -132,7 +133,7 @@ def decode_one(data: bytes, size: int | None, channels: int, name: str) -> np.nd
         arr = decode_scaled(data, *min_decode_size(w, h, s, s, size), channels)
         return _fit_square(arr, size)
     except _DECODE_ERRORS as exc:
-        raise BadImage(name, str(exc)) from exc
+        raise BadImage(name, undecodable_reason(exc, data)) from exc
 
 
 def decode_crop(data: bytes, box_of, size: int, channels: int, name: str, mirror: bool = False) -> np.ndarray:
@@ -152,18 +153,29 @@ def decode_crop(data: bytes, box_of, size: int, channels: int, name: str, mirror
         sx, sy = arr.shape[1] / w, arr.shape[0] / h
         return resize_box(arr, (x0 * sx, y0 * sy, (x0 + cw) * sx, (y0 + ch) * sy), (size, size), mirror)
     except _DECODE_ERRORS as exc:
-        raise BadImage(name, str(exc)) from exc
+        raise BadImage(name, undecodable_reason(exc, data)) from exc
 
 
 def decode_full(data: bytes, channels: int, name: str) -> np.ndarray:
     try:
         return decode_scaled(data, channels=channels)
     except _DECODE_ERRORS as exc:
-        raise BadImage(name, str(exc)) from exc
+        raise BadImage(name, undecodable_reason(exc, data)) from exc
 
 
 def mixed_sizes_message(listed: str) -> str:
     return f"images have different sizes ({listed}); set source.image_size to resize them"
+
+
+def undecodable_reason(exc: Exception, data) -> str:
+    """Why `data` did not decode, in words: never the repr of the buffer PIL was handed."""
+    if data is None:
+        return "no image bytes, a null cell"
+    if len(data) == 0:
+        return "empty file, 0 bytes"
+    if isinstance(exc, UnidentifiedImageError):
+        return f"not a readable image, {len(data)} bytes"
+    return re.sub(r"<[\w.]+ object at 0x[0-9a-f]+>", "the file", str(exc))
 
 
 class BadImage(SourceError):
