@@ -523,13 +523,6 @@ class SearchConfig(Section):
     # a worker group per trial. false: every trial is a worker group (its checkpoints, its restarts).
     warm_trials: bool = True
     """Train one-CPU-worker trials in Ray Train's local mode inside their reused Tune trial actor instead of a worker group per trial."""
-    # Trials that agree on everything upstream of their own stages (source, seed and read
-    # plan, decode, CPU augmentation, preprocessing actors) read one preprocessing stream,
-    # made once and fanned out (tune/share_groups.py, tune/share_hub.py); each echoes on
-    # its own worker at its own factor. Applies to warm trials whose echo a worker can make
-    # (not before a CPU augmentation, not `auto`); others keep their own stream.
-    share_preprocessing: bool = True
-    """Trials with the same source, seed, decode and CPU augmentation read one shared preprocessing stream, each echoing on its worker at its own factor. A trial that joins later reads max_epochs epochs' rows from where the stream stands, so an id can be trained once more or once less than max_epochs times (never twice in one plan epoch); see docs/how-to/search.md."""
 
 
 class PipelineConfig(Section):

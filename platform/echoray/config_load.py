@@ -26,6 +26,9 @@ class ConfigError(ValueError):
 # Keys that were removed or renamed: dotted key -> what to use instead. One row per key, sorted.
 REMOVED_KEYS: dict[str, str] = {
     "scaling.in_process": "renamed scaling.local_mode: Ray Train's local mode, the same values",
+    "search.share_preprocessing": "shared preprocessing across trials is gone: it served only one-CPU-worker "
+                                  "trials, never multi-worker or GPU trials on a cluster; every trial reads its "
+                                  "own stream (docs/how-to/search.md)",
 }
 
 

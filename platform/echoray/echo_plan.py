@@ -48,15 +48,6 @@ class EchoPlan:
     per_copy_augment: bool  # each echo copy gets its own augmentation key (echo precedes it)
     separate_copies: bool  # repack batches so copies of one sample rarely share one (data/batching.py)
     epochs_by_fresh: bool  # an epoch ends by the count of fresh examples, not of steps
-    # A preprocessing stream shared by the trials of a search (tune/share_groups.py) can feed
-    # this run: its echo, if any, can be made by the reading worker at a fixed factor. Not
-    # before a CPU augmentation (each copy needs the actor's own augmentation key), and
-    # not under `auto` (its factor follows the run's own upstream rate, which a shared
-    # stream does not report per trial).
-    shareable: bool = False
-    # This run reads a shared stream: the actor never echoes, the worker echoes at
-    # consumption with the trial's own factor (at_consumption for every example stage).
-    shared_stream: bool = False
     # echo.fill_waits under `auto` at consumption: when no fresh batch is ready, the worker
     # completes one with extra copies of samples it trained lately (train/spare_copies.py).
     fills_waits: bool = False
@@ -93,25 +84,19 @@ class EchoPlan:
         return self.in_actor_before_augment or self.in_actor_after_augment
 
     @classmethod
-    def from_config(cls, cfg, shared_stream: bool = False) -> EchoPlan:
-        """The plan of a PipelineConfig (`shared_stream`: the run reads a search's shared
-        stream, see from_sections)."""
-        return cls.from_sections(cfg.echo, cfg.preprocess.augment, shared_stream)
+    def from_config(cls, cfg) -> EchoPlan:
+        """The plan of a PipelineConfig."""
+        return cls.from_sections(cfg.echo, cfg.preprocess.augment)
 
     @classmethod
-    def from_sections(cls, echo, augment, shared_stream: bool = False) -> EchoPlan:
+    def from_sections(cls, echo, augment) -> EchoPlan:
         """The plan of an EchoConfig and an AugmentConfig (config.py's validator has no
-        PipelineConfig yet). `shared_stream`: the plan of a run fed by a stream several
-        trials share (tune/share_hub.py): ValueError unless the plan is `shareable`."""
+        PipelineConfig yet)."""
         examples = echoes_examples(echo.stage)
         auto = echo.factor == "auto"
         before = echo.stage == "before_augment"
         worker_side = not before or augment.on == "worker" or not augment.ops  # copies need no actor augmentation
-        shareable = not (auto and (examples or echoes_batches(echo.stage))) and (worker_side or not examples)
-        if shared_stream and not shareable:
-            raise ValueError(f"echo.stage: {echo.stage} with echo.factor: {echo.factor} and preprocess.augment.on: "
-                             f"{augment.on} echoes in the preprocessing actor: a shared stream cannot feed it")
-        at_consumption = examples and worker_side and (auto or shared_stream)
+        at_consumption = examples and worker_side and auto
         in_actor = examples and not at_consumption
         return cls(
             stage=echo.stage, factor=echo.factor, examples=examples, on_batches=echoes_batches(echo.stage),
@@ -120,7 +105,6 @@ class EchoPlan:
             actor_factor=echo.factor if in_actor else 1.0, per_copy_augment=before,
             separate_copies=echo.separate_copies and examples,
             epochs_by_fresh=auto and not echoes_batches(echo.stage),
-            shareable=shareable, shared_stream=shared_stream,
             fills_waits=at_consumption and auto and echo.fill_waits,
         )
 

@@ -237,11 +237,6 @@ def test_autos_first_batch_waits_for_its_stream_shuffle_only():
     assert first_block_count(with_echo(auto, start_factor=1.0), 32) == 512 // 32 == 16
 
 
-def test_a_shared_stream_at_a_fixed_factor_trains_no_extra_copies():
-    plan = EchoPlan.from_config(config("after_augment", 2.0, "cpu", "ops"), shared_stream=True)
-    assert plan.at_consumption and not plan.fills_waits  # its factor is the trial's, exactly
-
-
 def test_the_first_one_call_blocks_cover_every_workers_first_batch():
     """A map task's rows reach the stream when it ends, so the plan starts with one-call
     blocks: two per actor, and where workers keep a shuffle buffer as many as their first

@@ -8,13 +8,17 @@ import textwrap
 
 import numpy as np
 import pytest
-from test_share_hub import folder_index  # the same 32-pixel image-folder index the hub's tests read
 
 from echoray.config import SourceConfig
 from echoray.data import held_out
 from echoray.data.fixtures import write_jpeg_folder
 from echoray.data.held_out import HeldOutReader, center_crop
 from echoray.data.sources import SourceError, index_source
+
+
+def folder_index(root, holdout_fraction=0.25):
+    return index_source(SourceConfig(kind="image_folder", path=str(root), image_size=32,
+                                     holdout_fraction=holdout_fraction))
 
 
 def test_shares_cover_the_split_once_in_eval_id_order_as_centre_crops(tmp_path):
@@ -60,15 +64,13 @@ def test_undecodable_files_are_skipped_and_named_up_to_the_bound_then_refused(tm
         HeldOutReader(folder_index(root), 0, 1, 24).decode()
 
 
-def test_the_hubs_decode_imports_no_torch(tmp_path):
-    """A search group's hub decodes the split once for its trials (tune/share_hub.py); its
-    process imports the hub and this module, and decoding there loads no torch."""
+def test_decoding_the_split_imports_no_torch(tmp_path):
+    """The module's contract: reading and decoding the split loads no torch."""
     root = write_jpeg_folder(tmp_path / "jpg", n=40)
     code = textwrap.dedent(f"""
         import sys
         from echoray.config import SourceConfig
         from echoray.data.sources import index_source
-        import echoray.tune.share_hub
         from echoray.data.held_out import HeldOutReader
         idx = index_source(SourceConfig(kind="image_folder", path={str(root)!r}, image_size=32,
                                         holdout_fraction=0.25))

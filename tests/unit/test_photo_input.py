@@ -160,33 +160,6 @@ def test_held_out_split_is_decoded_once_within_the_cache_bound(jpeg_root, monkey
         assert results[0][1] == n_eval
 
 
-def test_a_held_out_set_decoded_elsewhere_scores_as_one_decoded_here(jpeg_root):
-    """A shared stream's trial gets the split decoded by its hub (tune/share_hub.py): read
-    back from the object store, read-only. It reads nothing, keeps writable copies, and
-    scores exactly as the set that decoded it, test-time views included."""
-    import pickle
-
-    import torch
-
-    from echoray.train import evaluate as ev
-
-    idx = index_source(SourceConfig(kind="image_folder", path=str(jpeg_root), image_size=32,
-                                    holdout_fraction=0.25))
-    tta = (0, 3, [AugmentOp(op="random_crop", padding=2), AugmentOp(op="flip")])
-    here = ev.EvalSet(idx, 0, 1, out_size=24, tta=tta)
-    held = pickle.loads(pickle.dumps(here.held_out()))
-    for chunk in held.chunks:
-        for a in chunk:
-            a.flags.writeable = False  # as ray.get gives them
-    there = ev.EvalSet(idx, 0, 1, out_size=24, tta=tta, decoded=held)
-    assert there.reader is None and all(a.flags.writeable for chunk in there.cached for a in chunk)
-    torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(24 * 24 * 3, 4))
-    normalize = ev.Normalizer(None, None, 3, "cpu")
-    scored = here.evaluate(model, normalize, 4)
-    assert there.evaluate(model, normalize, 4) == scored and scored[1] == len(idx.eval_ids) == 10
-
-
 # crop_boxes of keys mix(0, 0..5) on these sizes, as data/augment.py computed them before the
 # boxes moved to numpy (commit a22591d): replay and the audit's aug_key depend on them.
 PINNED_BOXES = [

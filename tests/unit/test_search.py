@@ -159,6 +159,14 @@ def test_only_one_cpu_worker_without_restarts_fits_local_mode():
         assert not fits_local_mode(load_config(None, ["scaling.max_failures=0", other]), use_gpu=False), other
 
 
+def test_search_share_preprocessing_is_refused_naming_why():
+    """The key is gone (shared preprocessing was removed): any value is refused by name, with why."""
+    for value in ("true", "false"):
+        with pytest.raises(ConfigError, match=r"search.share_preprocessing: this key was removed \(shared "
+                                              r"preprocessing across trials is gone: .*docs/how-to/search.md\)"):
+            load_config(None, [f"search.share_preprocessing={value}"])
+
+
 def test_a_trial_interrupted_before_its_params_json_counts_as_unfinished(tmp_path):
     """Ctrl-C between Tune making a trial's folder and the trial writing params.json: the
     search reads it as unfinished (its --resume runs it), not as a missing-file crash."""

@@ -15,7 +15,6 @@ import torch
 
 from echoray.config import PipelineConfig
 from echoray.data.sources import SourceIndex
-from echoray.echo_plan import EchoPlan
 from echoray.train.loop import WorkerEnv, WorkerLoop
 from echoray.train.ports import CollectorPort, EvaluatorPort
 from echoray.train.worker_link import Collectives
@@ -34,11 +33,11 @@ class WorkerSite:
     should_stop: Callable[[], bool] | None = None  # checked before every step (runtime/stop.py)
 
 
-def build_loop(cfg: PipelineConfig, idx: SourceIndex, site: WorkerSite, evaluator: EvaluatorPort | None = None,
-               plan: EchoPlan | None = None) -> WorkerLoop:
+def build_loop(cfg: PipelineConfig, idx: SourceIndex, site: WorkerSite,
+               evaluator: EvaluatorPort | None = None) -> WorkerLoop:
     """The WorkerLoop of this rank, not yet set up (setup() builds the model: a host may
     first check whether the run was aborted). evaluator: the held-out set (default: the
-    source's, this rank's share of it); plan: the echo plan (default: from the config)."""
+    source's, this rank's share of it)."""
     from echoray.train.lm_eval import make_evaluator
 
     if evaluator is None:
@@ -46,7 +45,7 @@ def build_loop(cfg: PipelineConfig, idx: SourceIndex, site: WorkerSite, evaluato
     env = WorkerEnv(site.rank, site.world, site.device, site.link, site.comm, site.wrap_model, evaluator,
                     should_stop=site.should_stop)
     return WorkerLoop(cfg, env, n_train=len(idx.train_ids), channels=idx.channels, num_classes=idx.num_classes,
-                      image_size=idx.image_size, plan=plan)
+                      image_size=idx.image_size)
 
 
 def restore_and_keep(loop: WorkerLoop, cfg: PipelineConfig, idx: SourceIndex, checkpoint: Any, collector: Any,

@@ -3,10 +3,7 @@
 Each worker reads and decodes its share once per run (data/held_out.py HeldOutReader)
 and keeps the uint8 centre crops for every later epoch while they fit the cache bound,
 so evaluating restarts no Ray Data pipeline and decodes nothing after the first epoch;
-a larger share is re-read in chunks at each evaluation. The decoded share is a
-`HeldOut` record, so it can also be made once for many runs: the trials of a search that
-read one shared stream get theirs from the stream's hub (tune/share_hub.py `held_out`),
-decoded once for the group.
+a larger share is re-read in chunks at each evaluation.
 """
 
 from __future__ import annotations
@@ -15,7 +12,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from echoray.data.held_out import HeldOut, HeldOutReader
+from echoray.data.held_out import HeldOutReader
 from echoray.data.sources import SourceIndex
 
 
@@ -45,33 +42,22 @@ class Normalizer:
 
 class EvalSet:
     """`tta`: (seed, K, ops) to also score predictions averaged over K augmented views
-    (cutout is left out at test time: it only removes information). `decoded`: this
-    share already decoded (a shared stream's hub made it); the set then reads nothing and
-    keeps its own copy of the arrays (evaluation and test-time views never write into
-    them, but the object store's arrays are read-only)."""
+    (cutout is left out at test time: it only removes information)."""
 
-    def __init__(self, idx: SourceIndex, rank: int, world: int, out_size: int, tta=None,
-                 decoded: HeldOut | None = None):
-        self.source = HeldOutReader(idx, rank, world, out_size) if decoded is None else None
+    def __init__(self, idx: SourceIndex, rank: int, world: int, out_size: int, tta=None):
+        self.source = HeldOutReader(idx, rank, world, out_size)
         self.tta = None
         if tta is not None:
             seed, views, ops = tta
             self.tta = (seed, views, [op for op in ops if op.op != "cutout"])
-        if decoded is None:
-            decoded = self.source.decode()
-            self.cached = None if decoded is None else list(decoded.chunks)
-        else:
-            self.cached = [tuple(np.array(a) for a in chunk) for chunk in decoded.chunks]
+        decoded = self.source.decode()
+        self.cached = None if decoded is None else list(decoded.chunks)
         self.bad = dict(decoded.bad) if decoded is not None else {}
 
     @property
     def reader(self):
-        """The source reader of a share read here (None: decoded elsewhere)."""
-        return None if self.source is None else self.source.reader
-
-    def held_out(self) -> HeldOut | None:
-        """The decoded share as a record (None: over the cache bound, re-read each time)."""
-        return None if self.cached is None else HeldOut(tuple(self.cached), dict(self.bad))
+        """The source reader of this share."""
+        return self.source.reader
 
     @torch.no_grad()
     def evaluate(self, model: torch.nn.Module, normalize: Normalizer, batch_size: int) -> tuple[int, int, int]:

@@ -74,20 +74,14 @@ def all_reduce_floats(t: torch.Tensor) -> torch.Tensor:
     return out.cpu()
 
 
-def make_evaluator(cfg, idx: SourceIndex, rank: int, world: int, decoded_by=None):
-    """The held-out scorer a worker uses: TextEvalSet for text, EvalSet for images.
-    `decoded_by`: for a run of one worker, a function of the crop size that returns the
-    held-out split already decoded (data/held_out.py HeldOut; a shared stream's hub,
-    tune/share_consumer.py) or None to decode it here. Text reads its own."""
+def make_evaluator(cfg, idx: SourceIndex, rank: int, world: int):
+    """The held-out scorer a worker uses: TextEvalSet for text, EvalSet for images."""
     if idx.kind == "text":
         return TextEvalSet(idx, rank, world, cfg.source.eval_limit)
     from echoray.data.op_shapes import output_size
     from echoray.train.evaluate import EvalSet
 
-    if decoded_by is not None and world != 1:
-        raise ValueError(f"a held-out set decoded elsewhere is the whole split: world {world}, not 1")
     ba = cfg.batch_augmentation
     out_size = output_size(idx.image_size, cfg.preprocess.augment.ops)
     return EvalSet(idx, rank, world, out_size,
-                   tta=(cfg.seed, ba.tta_views, cfg.preprocess.augment.ops) if ba.tta_views else None,
-                   decoded=decoded_by(out_size) if decoded_by is not None else None)
+                   tta=(cfg.seed, ba.tta_views, cfg.preprocess.augment.ops) if ba.tta_views else None)

@@ -124,7 +124,7 @@ class WorkerEnv:
 
 class WorkerLoop:
     def __init__(self, cfg: PipelineConfig, env: WorkerEnv, *, n_train: int, channels: int, num_classes: int,
-                 image_size: int | None = None, plan: EchoPlan | None = None):
+                 image_size: int | None = None):
         self.cfg, self.env = cfg, env
         self.image_size = image_size  # of the images in a batch (grouped mode broadcasts them)
         self.rank, self.world, self.device = env.rank, env.world, torch.device(env.device)
@@ -150,7 +150,7 @@ class WorkerLoop:
         self.consumed = ConsumedLog()
         self.pending: PendingBatch | None = None  # a batch whose repeats a checkpoint cut short
         # echo.factor: auto decided as rows are taken from the stream (train/consumption_echo.py)
-        self.plan = plan or EchoPlan.from_config(cfg)  # a trial of a shared stream: its consumer-side plan
+        self.plan = EchoPlan.from_config(cfg)
         self.worker_echo = self.plan.at_consumption
         self.echo_stage: ConsumptionEcho | None = None
         self.restored_pool: dict[str, np.ndarray] | None = None

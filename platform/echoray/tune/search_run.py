@@ -33,6 +33,7 @@ from echoray.runtime.resources import plan_resources, shortfall
 from echoray.runtime.session import start_ray
 from echoray.summary import write_json_atomic
 from echoray.tracking import RunLogger, check_reachable, tracking_uri
+from echoray.train.local_mode import fits_local_mode
 from echoray.tune.mlflow_runs import child_runs, end_unfinished_children
 from echoray.tune.outcome import ERROR, NOT_REACHED, REACHED, summarize
 from echoray.tune.search_storage import (
@@ -43,7 +44,6 @@ from echoray.tune.search_storage import (
     search_home,
     tune_storage,
 )
-from echoray.tune.share_plan import SharePlan, plan_sharing
 from echoray.tune.space import SearchPoints
 from echoray.tune.trial import trial_key, trial_tree
 
@@ -54,13 +54,13 @@ NO_AUTO_LOGGERS = "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS"
 
 
 def warm_trial_resources(cfg: PipelineConfig) -> dict[str, float] | None:
-    """What a trial actor asks for when it trains the trial itself (Ray Train's local mode):
-    the train worker's share, which the trial then no longer asks of Ray Train, so the
-    plan (runtime/resources.py) and the concurrency it allows stay the same.
-    None: the trials are Ray Train fits (search.warm_trials false, more than one worker,
-    restarts, a GPU or custom worker resources)."""
+    """What a trial actor asks for when its trainer runs in Ray Train's local mode, in the
+    trial actor itself (train/local_mode.py): the train worker's share, which the trial then
+    no longer asks of a worker group, so the plan (runtime/resources.py) and the concurrency
+    it allows stay the same. None: each trial's trainer starts its own worker group
+    (search.warm_trials false, more than one worker, restarts, a GPU or custom worker
+    resources)."""
     from echoray.runtime.placement import fit_placement
-    from echoray.train.local_mode import fits_local_mode
 
     cfg, _ = fit_placement(cfg)
     if not cfg.search.warm_trials or cfg.scaling.resources_per_worker or not fits_local_mode(cfg, resolve_gpu(cfg)):
@@ -82,9 +82,8 @@ def search_dir(cfg: PipelineConfig, out: str | None) -> Path:
     return d
 
 
-def trial_concurrency(cfg: PipelineConfig, local: bool, sharing: SharePlan | None = None) -> int:
-    """search.max_concurrent, lowered to what the cluster can run at once (with shared
-    streams, a group's preprocessing actors count once: tune/share_plan.py)."""
+def trial_concurrency(cfg: PipelineConfig, local: bool) -> int:
+    """search.max_concurrent, lowered to what the cluster can run at once."""
     from echoray.runtime.placement import fit_placement
 
     cfg, _ = fit_placement(cfg)  # what each trial will ask for on this cluster (run.train does the same)
@@ -95,8 +94,6 @@ def trial_concurrency(cfg: PipelineConfig, local: bool, sharing: SharePlan | Non
         require_fits(demand, "one trial", "; lower scaling.* or preprocess.actors.*", total)
     elif shortfall(demand, total):
         return 1  # a cluster may grow (autoscaler); run one at a time until it does
-    if sharing is not None and sharing.shares:  # one trial and its producer fit (checked above)
-        return max(1, sharing.concurrency(plan, total, cfg.search.max_concurrent))
     fit = min(math.floor(total.get(k, 0.0) / v + 1e-9) for k, v in demand.items() if v > 0)
     return max(1, min(cfg.search.max_concurrent, fit))
 
@@ -123,8 +120,7 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
     check_shared(home, d, cfg.train.storage_shared)
     base = cfg.model_dump(mode="json")
     warm = warm_trial_resources(cfg)
-    sharing = _sharing(cfg, base, points, idx, warm is not None)
-    concurrency = trial_concurrency(cfg, local, sharing)
+    concurrency = trial_concurrency(cfg, local)
     logger = RunLogger(uri, cfg.tracking.experiment)
 
     if state:
@@ -133,8 +129,7 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
         say(f"resuming search {d} (MLflow parent run {run_id})")
     else:
         d.mkdir(parents=True, exist_ok=True)
-        if (tokenized := share_tokenizer(idx, base, d)) != base:  # a BPE trained here once, not once per trial
-            base, sharing = tokenized, _sharing(cfg, tokenized, points, idx, warm is not None)
+        base = share_tokenizer(idx, base, d)  # a BPE trained here once, not once per trial
         params = {**flatten(cfg), "search.trials": str(points.trials), "search.repeats": str(points.repeats),
                   "search.effective_concurrency": str(concurrency)}
         run_id = logger.start(run_name=d.name, params=params, parent_run_id=parent_run_id,
@@ -144,20 +139,14 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
             "pipeline": pipeline, "config": base, "trials": points.trials, "repeats": points.repeats,
             "parent_run_id": run_id, "tracking_uri": uri, "storage": home})
         publish(home, cfg.storage.retry_s, d / STATE_FILE)
-    for k, v in sharing.tags().items():  # the groups, on the parent run (again on a resume: the same)
-        logger.client.set_tag(run_id, k, v)
     say(f"search {d}: {points.trials} trials x {points.repeats} repeats ({points.sequence}, "
         f"{len(points.space)} dims), {concurrency} at a time"
         f"{', each in its reused trial actor' if warm else ''}  |  MLflow parent run {run_id}")
-    if sharing.shares:
-        say(f"shared preprocessing: {sharing.tags()['echoray.share_preprocessing']}")
 
     status = "FAILED"
-    hubs: dict = {}
     try:
-        hubs = sharing.start()
         grid = _fit(d, points, base, pipeline, run_id, uri, concurrency, resume=bool(state),
-                    warm=warm, shared=hubs, storage=storage, runs_storage=home and f"{home}/trials")
+                    warm=warm, storage=storage, runs_storage=home and f"{home}/trials")
         records, unfinished = _records(grid, base, points)
         for rec in records:  # a trial that failed never reported its run id; MLflow knows it
             if rec["mlflow_run_id"] is None:
@@ -165,7 +154,7 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
                 rec["mlflow_run_id"] = found[0].info.run_id if found else None
         if unfinished:
             raise SearchInterrupted(f"{unfinished} trial(s) unfinished; continue with: echoray tune --resume {home or d}")
-        summary = _search_summary(cfg, pipeline, d, run_id, uri, points, concurrency, sharing, records, t0)
+        summary = _search_summary(cfg, pipeline, d, run_id, uri, points, concurrency, records, t0)
         _write_outputs(summary, d, home, cfg.storage.retry_s, logger)
         status = "FINISHED"
         return summary
@@ -176,15 +165,12 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
         status = "KILLED"
         raise SearchInterrupted(f"continue with: echoray tune --resume {home or d}") from exc
     finally:
-        report = sharing.finish(hubs, d)
-        if report is not None:
-            logger.log_file(report)
         end_unfinished_children(uri, run_id, "KILLED")
         logger.end(status)
 
 
 def _search_summary(cfg: PipelineConfig, pipeline: str, d: Path, run_id: str, uri: str, points: SearchPoints,
-                    concurrency: int, sharing: SharePlan, records: list[dict], t0: float) -> dict[str, Any]:
+                    concurrency: int, records: list[dict], t0: float) -> dict[str, Any]:
     """The search's summary.json: where it is, what it searched, and the best trials' fresh
     examples to target per repeat (tune/outcome.py summarize)."""
     return {
@@ -196,7 +182,6 @@ def _search_summary(cfg: PipelineConfig, pipeline: str, d: Path, run_id: str, ur
         "scramble_seeds": [points.scramble_seed(r) for r in range(points.repeats)],
         "space": {k: v.model_dump(mode="json") for k, v in points.space.items()},
         "concurrency": concurrency,
-        "share_groups": [g.describe() for g in sharing.groups],
         **summarize(records, points.repeats),
         "trials": records, "wall_s": time.time() - t0,
     }
@@ -219,24 +204,12 @@ def _write_outputs(summary: dict[str, Any], d: Path, home: str | None, retry_s: 
                             "best_fresh_examples_to_target_max": fe["max"]}, step=0)
 
 
-def _sharing(cfg: PipelineConfig, base: dict, points: SearchPoints, idx, warm: bool) -> SharePlan:
-    """The search's shared streams (tune/share_plan.py). A point whose config is invalid
-    keeps its own stream: the trial fails alone, as before."""
-    configs = {}
-    for k in range(len(points)):
-        point = points.point(k)
-        key = trial_key(point["repeat"], point["index"])
-        try:
-            configs[key] = validate(trial_tree(base, point), origin=f"trial {key}")
-        except ConfigError:
-            continue
-    return plan_sharing(configs, cfg, idx, warm)
-
-
 def _fit(d: Path, points: SearchPoints, base: dict, pipeline: str, parent_run_id: str, uri: str,
-         concurrency: int, resume: bool, warm: dict[str, float] | None = None, shared: dict | None = None,
+         concurrency: int, resume: bool, warm: dict[str, float] | None = None,
          storage: tuple[str, Any] | None = None, runs_storage: str | None = None):
-    """`storage`: tune_storage's (path, filesystem) for Tune's experiment (None: the folder d);
+    """`warm`: the trial actor's resources where each trial's trainer runs in local mode in
+    it (warm_trial_resources; None: each trial starts a worker group).
+    `storage`: tune_storage's (path, filesystem) for Tune's experiment (None: the folder d);
     `runs_storage`: where the trials' run folders and checkpoints go (None: d/trials only)."""
     from ray import tune
 
@@ -246,8 +219,8 @@ def _fit(d: Path, points: SearchPoints, base: dict, pipeline: str, parent_run_id
 
     trainable = tune.with_resources(
         tune.with_parameters(run_trial, base=base, pipeline=pipeline, parent_run_id=parent_run_id,
-                             tracking_uri=uri, runs_dir=str((d / "trials").resolve()), in_process=warm is not None,
-                             shared=shared or None, runs_storage=runs_storage),
+                             tracking_uri=uri, runs_dir=str((d / "trials").resolve()), local_mode=warm is not None,
+                             runs_storage=runs_storage),
         warm or TRIAL_DRIVER_RESOURCES)
     from ray.tune.logger import CSVLoggerCallback, JsonLoggerCallback
 

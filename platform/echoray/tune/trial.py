@@ -1,9 +1,9 @@
 """One Tune trial = one `echoray train` run of the pipeline at one search point.
 
-Runs inside a Tune trial actor, which is only a driver: it builds and fits the
-Train V2 TorchTrainer (through run.train) and reports every epoch to Tune. The
-MLflow run is a child of the search's parent run, tagged with the trial's
-(repeat, index) so a resumed search can find and discard a partial attempt.
+Runs inside a Tune trial actor: it fits the run's Ray Train V2 trainer (through run.train),
+in local mode in the actor itself for a warm trial (train/local_mode.py), and reports every
+epoch to Tune. The MLflow run is a child of the search's parent run, tagged with the
+trial's (repeat, index) so a resumed search can find and discard a partial attempt.
 """
 
 from __future__ import annotations
@@ -41,32 +41,18 @@ def trial_tree(base: dict[str, Any], point: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_trial(point: dict[str, Any], *, base: dict[str, Any], pipeline: str, parent_run_id: str,
-              tracking_uri: str, runs_dir: str, in_process: bool = False,
-              shared: dict[str, Any] | None = None, runs_storage: str | None = None) -> None:
-    """`shared`: trial key -> the StreamHub of its group (tune/share_plan.py); a trial in it
-    reads that stream (tune/share_consumer.py) and releases it however it ends.
+              tracking_uri: str, runs_dir: str, local_mode: bool = False, runs_storage: str | None = None) -> None:
+    """`local_mode`: the trial's trainer runs in Ray Train's local mode, in this trial actor
+    (a warm trial: tune/search_run.py warm_trial_resources).
     `runs_storage`: the search's trials/ in train.storage_path (tune/search_storage.py): the
     trial's checkpoints go there, and its run folder is copied there when it ends."""
-    from echoray.tune.share_consumer import SharedStream
-
-    key = trial_key(point["repeat"], point["index"])
-    stream = SharedStream(shared[key], key) if shared and key in shared else None
-    try:
-        _run_trial(point, key, base, pipeline, parent_run_id, tracking_uri, runs_dir, in_process, stream, runs_storage)
-    finally:
-        if stream is not None:
-            stream.release("the trial ended")
-
-
-def _run_trial(point: dict[str, Any], key: str, base: dict[str, Any], pipeline: str, parent_run_id: str,
-               tracking_uri: str, runs_dir: str, in_process: bool, stream,
-               runs_storage: str | None) -> None:
     from ray import tune
 
     from echoray.config_load import validate
     from echoray.run import RunHooks, train
     from echoray.tune.mlflow_runs import discard_partial_attempts, finished_attempt
 
+    key = trial_key(point["repeat"], point["index"])
     t0 = time.time()
     tree = trial_tree(base, point)
     tree.setdefault("tracking", {})["uri"] = tracking_uri
@@ -78,8 +64,6 @@ def _run_trial(point: dict[str, Any], key: str, base: dict[str, Any], pipeline: 
         tune.report(final_report(earlier))
         return
     discard_partial_attempts(tracking_uri, parent_run_id, key)
-    if stream is not None:
-        stream.warm()  # its group's producer starts (if it has not) while this trial sets up
 
     def report_epoch(ev: dict) -> None:
         scored = {k: ev[k] for k in ("accuracy", "bits_per_byte", "perplexity", "metric") if ev.get(k) is not None}
@@ -90,10 +74,9 @@ def _run_trial(point: dict[str, Any], key: str, base: dict[str, Any], pipeline: 
     # A rerun after an interrupt starts over in a fresh folder (the earlier one is partial).
     out = Path(runs_dir) / f"{key}-{tune.get_context().get_trial_id()}-{int(t0)}"
     hooks = RunHooks(
-        parent_run_id=parent_run_id, run_name=f"{cfg.name}-{key}", on_epoch=report_epoch, local_mode=in_process,
+        parent_run_id=parent_run_id, run_name=f"{cfg.name}-{key}", on_epoch=report_epoch, local_mode=local_mode,
         tags={"echoray.trial_key": key, "echoray.repeat": str(point["repeat"]),
-              "echoray.trial_index": str(point["index"]),
-              **({"echoray.shared_stream": "true"} if stream is not None else {})},
+              "echoray.trial_index": str(point["index"])},
     )
     from echoray.tune.search_storage import upload_run
 
