@@ -12,12 +12,11 @@ measured).
 The whole list must fit 150 minutes (tests/unit/test_bench_parts.py checks the sum).
 Scaled to fit, said here and in docs/benchmarks/index.md:
 - echo on images runs the R ~ 4 and R ~ 8 levels (not R ~ 6); Figure 3 on Fashion-MNIST
-  2 repeats of its 4-trial searches (not 3); the shared search 2 pairs on local files
-  (not 4, and no S3 pair); the text pipeline 2 repeats (not 4).
+  2 repeats of its 4-trial searches (not 3); the text pipeline 2 repeats (not 4).
 - Not in `make bench` (their files stay records of earlier runs, shown as "not a figure"
   until rerun by hand): Figure 4 on Fashion-MNIST (71 min), batch augmentation on
-  Fashion-MNIST (29 min), the `auto` factor trace (echo.py --halving), the S3 searches,
-  and the one-off experiments the pages describe (head-start sizes, block sizes, ...).
+  Fashion-MNIST (29 min), the `auto` factor trace (echo.py --halving), and the one-off
+  experiments the pages describe (head-start sizes, block sizes, ...).
 
 benchmarks/accelerator.py and benchmarks/control_plane.py come from issue 60's and 61's
 work; until they are on main their parts fail with "not on this commit" and the report
@@ -74,11 +73,6 @@ PARTS: tuple[Part, ...] = (
            "epochs", "--name", "input_pipeline_epochs"),), 1.5),
     Part("accelerator", (("benchmarks/accelerator.py",),), ("accelerator.json",), 10,
          (("benchmarks/accelerator.py", "--smoke"),), 2),
-    Part("shared_search", (("benchmarks/shared_stream.py", "--where", "local", "--pairs", "2", "--channels-last",
-                            "--seed-per-pair", "--name", "shared_stream_local"),),
-         ("shared_stream_local.json",), 10,
-         (("benchmarks/shared_stream.py", "--smoke", "--name", "shared_stream_local"),), 2,
-         "2 pairs on local files (4 before; the S3 pairs dropped)"),
     Part("search_overhead", (("benchmarks/tune_overhead.py", "--trivial", "0", "--echoray", "8",
                               "--echoray-concurrency", "2", "1"),), ("tune_overhead.json",), 4,
          (("benchmarks/tune_overhead.py", "--trivial", "4", "--echoray", "0"),), 0.5),

@@ -158,19 +158,10 @@ def h_accelerator(rec: dict) -> str:
     return "accelerator busy fraction: " + ", ".join(f"{k} {v:.2f}" for k, v in rec["busy_fraction"].items())
 
 
-def h_shared_search(rec: dict) -> str:
-    loc = rec["figures"]["local"]
-    return (f"{rec['provenance']['args']['trials']} trials, shared against separate streams on the same CPUs: "
-            f"search wall time **{1 / loc['wall_s']['shared_over_separate']:.2f}x** faster, preprocessing CPU "
-            f"{loc['preprocess_cpu_s']['shared_over_separate']:.2f}x, rows read "
-            f"{loc['rows_read']['shared_over_separate']:.2f}x ({rec['provenance']['args']['pairs']} pairs, local files)")
-
-
 PAGE_TITLES = {"docs/benchmarks/startup.md": "Start-up", "docs/benchmarks/echo.md": "Data echoing",
                "docs/how-to/language-models.md": "Language models", "docs/benchmarks/fashion-mnist.md": "Fashion-MNIST",
                "docs/benchmarks/batch-augmentation.md": "Batch augmentation",
-               "docs/benchmarks/input-pipeline.md": "Input pipeline", "docs/benchmarks/index.md": "Benchmarks",
-               "docs/how-to/search.md": "Searches"}
+               "docs/benchmarks/input-pipeline.md": "Input pipeline", "docs/benchmarks/index.md": "Benchmarks"}
 
 HEADLINE = (
     ("start-up", ("startup.json",), h_startup, "docs/benchmarks/startup.md"),
@@ -182,7 +173,6 @@ HEADLINE = (
      "docs/benchmarks/batch-augmentation.md"),
     ("input pipeline", ("input_pipeline_epochs.json",), h_input_pipeline, "docs/benchmarks/input-pipeline.md"),
     ("accelerator busy", ("accelerator.json",), h_accelerator, "docs/benchmarks/index.md"),
-    ("shared searches", ("shared_stream_local.json",), h_shared_search, "docs/how-to/search.md"),
 )
 
 
