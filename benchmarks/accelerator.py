@@ -1,0 +1,198 @@
+"""An emulated accelerator faster than its input pipeline, kept busy (issue 60).
+
+The model is benchmarks/accelerator_model.py by import path (form "wait": each training
+step waits us_per_sample per sample, time the CPU does not spend), trained by
+`echoray train pipelines/imagenet_resnet50.yaml` on an ImageNet-like JPEG folder
+(benchmarks/jpeg_set.py; decode + random-resized crop 224 + flip on 2 actors of 0.75 CPU,
+Ray Train workers of 0.5 CPU, batch 64, 8 epochs of reads). Two accelerator speeds
+(accelerator_model.SETTINGS): R3 = the published A100 ResNet-50 AMP rate (2,470 images/s),
+R6 = twice it. Arms, per speed and per worker count (scaling.num_workers 1 and 2):
+
+- e1: no echo;
+- {before_augment, after_augment, batch}_e{2,4,8}: a fixed factor at each placement;
+- {before_augment, after_augment, batch}_auto: echo.factor auto at each placement;
+- dataloader (one worker count only): a torch DataLoader of 2 processes with echoray's
+  decoder feeding the same accelerator (benchmarks/accelerator_dataloader.py), no echo.
+
+Per run, from the accelerator's own log (accelerator_model.busy_fraction, per worker):
+busy = time in steps over the span from its first step's start to its last step's end
+(evaluation taken out of the span; busy_raw keeps it in), trained examples/s = samples the
+steps trained over that span, fresh examples/s = the summary's fresh examples over it.
+R = the accelerator's rate (all workers) over e1's fresh rate. Goals (issue 60): auto
+busy >= 0.9 at R3 and R6 and within 10% of the best fixed factor's; e1 busy about 1/R.
+Arms interleave: each repeat runs every arm, in reversed order every other repeat.
+
+    python benchmarks/accelerator.py                  # the full run (see docs/benchmarks/accelerator.md)
+    python benchmarks/accelerator.py --quick          # smoke: 200 files, 2 epochs, 3 arms, R3, 1 worker
+
+Writes benchmarks/results/accelerator.json (--quick: accelerator_quick.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import common
+from accelerator_model import SETTINGS, busy_fraction, read_busy
+from common import REPO, save, settled_load, train_in_process
+from jpeg_set import jpeg_folder
+
+BENCH = Path(__file__).resolve().parent
+PLACEMENTS = ("before_augment", "after_augment", "batch")
+FIXED = (2, 4, 8)
+COMMON = ["source.eval_path=null", "source.holdout_fraction=0.05",
+          "preprocess.actors={min_size: 2, max_size: 2, num_cpus: 0.75}", "scaling.use_gpu=false",
+          "scaling.cpus_per_worker=0.5", "scaling.in_process=false", "train.batch_size=64", "train.target=null",
+          "train.precision=fp32", "train.channels_last=false", "train.checkpoint_every=0", "scaling.max_failures=0",
+          "echo.max_factor=8"]
+
+
+def arm_overrides(arm: str) -> list[str]:
+    """echo.* overrides of an arm name: e1, PLACEMENT_eN, PLACEMENT_auto."""
+    if arm == "e1":
+        return ["echo.stage=none", "echo.factor=1"]
+    placement, factor = arm.rsplit("_", 1)
+    return [f"echo.stage={placement}", f"echo.factor={factor.removeprefix('e')}"]
+
+
+def all_arms() -> list[str]:
+    return ["e1", *(f"{p}_e{e}" for p in PLACEMENTS for e in FIXED), *(f"{p}_auto" for p in PLACEMENTS)]
+
+
+def accelerator_figures(busy_dir: str, fresh: int | None) -> dict:
+    """busy (mean and min over workers), trained and fresh examples/s over the workers' span."""
+    logs = read_busy(busy_dir)
+    procs = [busy_fraction(p) for p in logs]
+    if not procs:
+        raise RuntimeError(f"the accelerator logged no step under {busy_dir}")
+    start = min(p["train"][0][0] for p in logs)
+    end = max(p["train"][-1][1] for p in logs)
+    span = end - start - statistics.fmean(p["eval_s"] for p in procs)
+    samples = sum(p["samples"] for p in procs)
+    return {"busy": statistics.fmean(p["busy"] for p in procs), "busy_min": min(p["busy"] for p in procs),
+            "busy_raw": statistics.fmean(p["busy_raw"] for p in procs), "workers_logged": len(procs),
+            "trained_per_s": samples / span, "fresh_per_s": fresh / span if fresh is not None else None,
+            "span_s": span, "per_worker": procs}
+
+
+def ray_run(arm: str, setting: str, workers: int, root: Path, epochs: int, seed: int) -> dict:
+    us = SETTINGS[setting][1]
+    with tempfile.TemporaryDirectory() as busy:
+        overrides = [*COMMON, f"source.path={root}", f"train.max_epochs={epochs}", f"seed={seed}",
+                     f"scaling.num_workers={workers}", "model.name=accelerator_model:factory",
+                     f'model.kwargs={{"us_per_sample": {us}, "form": "wait", "busy_log": "{busy}"}}',
+                     *arm_overrides(arm)]
+        summary, peak = train_in_process(overrides, f"{arm}-{setting}-w{workers}-s{seed}")
+        figs = accelerator_figures(busy, summary["fresh_examples"])
+    return {"arm": arm, "setting": setting, "workers": workers, "seed": seed, **figs,
+            "fresh_examples": summary["fresh_examples"], "trained_samples": summary["trained_samples"],
+            "measured_factor": summary["echo"]["measured_factor"], "final_factor": summary["echo"]["final_factor"],
+            "summary_measured_R": summary["measured_R"], "wall_s": summary["wall_s"],
+            "time_to_first_step_s": summary["time_to_first_step_s"], "peak_pss_gib": peak / 2**30}
+
+
+def dataloader_run(setting: str, root: Path, epochs: int, seed: int) -> dict:
+    us = SETTINGS[setting][1]
+    with tempfile.TemporaryDirectory() as busy:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "platform"), str(BENCH)])}
+        out = subprocess.run([sys.executable, str(BENCH / "accelerator_dataloader.py"), str(root), str(us),
+                              str(epochs), busy], capture_output=True, text=True, env=env, check=True)
+        res = json.loads(out.stdout.strip().splitlines()[-1])
+        figs = accelerator_figures(busy, res["examples"])  # no echo: every example is fresh
+    return {"arm": "dataloader", "setting": setting, "workers": 1, "seed": seed, **figs, **res}
+
+
+def summarise(runs: list[dict]) -> list[dict]:
+    """Medians over repeats per (setting, workers, arm), R against e1, the goals checked."""
+    rows = {}
+    for r in runs:
+        rows.setdefault((r["setting"], r["workers"], r["arm"]), []).append(r)
+    out = []
+    for (setting, workers, arm), rs in rows.items():
+        med = {k: statistics.median(r[k] for r in rs) for k in ("busy", "busy_min", "trained_per_s")}
+        fresh = [r["fresh_per_s"] for r in rs if r["fresh_per_s"] is not None]
+        out.append({"setting": setting, "workers": workers, "arm": arm, "repeats": len(rs), **med,
+                    "fresh_per_s": statistics.median(fresh) if fresh else None,
+                    "measured_factor": statistics.median(r.get("measured_factor") or 1.0 for r in rs)})
+    for row in out:
+        base = next((b for b in out if (b["setting"], b["workers"], b["arm"]) ==
+                     (row["setting"], row["workers"], "e1")), None)
+        accel = row["workers"] * 1e6 / SETTINGS[row["setting"]][1]
+        row["R"] = accel / base["fresh_per_s"] if base and base["fresh_per_s"] else None
+    return out
+
+
+def goals(rows: list[dict]) -> list[dict]:
+    """auto >= 0.9 busy and within 10% of the best fixed factor's busy, per placement."""
+    checks = []
+    for row in (r for r in rows if r["arm"].endswith("_auto")):
+        placement = row["arm"].removesuffix("_auto")
+        fixed = [r["busy"] for r in rows if (r["setting"], r["workers"]) == (row["setting"], row["workers"])
+                 and r["arm"].startswith(placement + "_e")]
+        best = max(fixed, default=None)
+        checks.append({"setting": row["setting"], "workers": row["workers"], "arm": row["arm"],
+                       "busy": row["busy"], "best_fixed_busy": best, "busy_ge_0_9": row["busy"] >= 0.9,
+                       "within_10pct_of_best": None if best is None else row["busy"] >= 0.9 * best})
+    return checks
+
+
+def parse() -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="smoke: 200 files, 2 epochs, 3 arms, R3, 1 worker")
+    ap.add_argument("--files", type=int, default=2000)
+    ap.add_argument("--epochs", type=int, default=8)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--settings", default="R3,R6")
+    ap.add_argument("--workers", default="1,2", help="scaling.num_workers values")
+    ap.add_argument("--arms", default=",".join(all_arms()))
+    ap.add_argument("--no-dataloader", action="store_true")
+    ap.add_argument("--name", default="accelerator")
+    args = ap.parse_args()
+    if args.quick:
+        args.files, args.epochs, args.repeats, args.settings, args.workers = 200, 2, 1, "R3", "1"
+        args.arms, args.name = "e1,after_augment_e2,batch_auto", "accelerator_quick"
+    bad = set(args.arms.split(",")) - set(all_arms())
+    if bad or set(args.settings.split(",")) - set(SETTINGS):
+        ap.error(f"--arms from {','.join(all_arms())}; --settings from {','.join(SETTINGS)}")
+    return args
+
+
+def main() -> None:
+    args = parse()
+    # The workers import accelerator_model by its import path: benchmarks/ on their PYTHONPATH.
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(BENCH), os.environ.get("PYTHONPATH", "")])
+    common.PIPELINE = str(REPO / "pipelines" / "imagenet_resnet50.yaml")
+    root = jpeg_folder(args.files)
+    from echoray.runtime.session import start_ray
+
+    start_ray()
+    load0 = os.getloadavg()
+    plan = [(s, w, a) for s in args.settings.split(",") for w in map(int, args.workers.split(","))
+            for a in args.arms.split(",")]
+    plan += [] if args.no_dataloader else [(s, 1, "dataloader") for s in args.settings.split(",")]
+    runs = []
+    for rep in range(args.repeats):
+        for setting, workers, arm in plan if rep % 2 == 0 else plan[::-1]:
+            settled_load(timeout_s=5 if args.quick else 120)
+            t = time.time()
+            r = (dataloader_run(setting, root, args.epochs, rep) if arm == "dataloader"
+                 else ray_run(arm, setting, workers, root, args.epochs, rep))
+            runs.append({**r, "repeat": rep, "load_1m": os.getloadavg()[0]})
+            print(f"{setting} w{workers} {arm} rep {rep}: busy {r['busy']:.3f} trained {r['trained_per_s']:.0f}/s "
+                  f"fresh {r['fresh_per_s'] or 0:.0f}/s ({time.time() - t:.0f} s)", flush=True)
+    rows = summarise(runs)
+    out = {"settings": {k: {"scale_of_a100_rn50_amp": v[0], "us_per_sample": v[1]} for k, v in SETTINGS.items()},
+           "files": args.files, "epochs": args.epochs, "rows": rows, "goals": goals(rows), "runs": runs}
+    print(save(args.name, out, args, start_load=load0, seeds=list(range(args.repeats)), repeats=args.repeats))
+
+
+if __name__ == "__main__":
+    main()
