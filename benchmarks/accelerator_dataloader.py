@@ -67,7 +67,7 @@ def run(root: str, us_per_sample: float, epochs: int, busy_log: str, workers: in
             torch.nn.functional.cross_entropy(model(x), y).backward()
             opt.step()
             n += len(y)
-    return {"examples": n, "wall_s": time.perf_counter() - t0, "first_batch_s": first, "workers": workers}
+    return {"examples": n, "wall_s": time.perf_counter() - t0, "first_batch_s": first, "loader_workers": workers}
 
 
 def main() -> None:

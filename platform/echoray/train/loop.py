@@ -19,6 +19,7 @@ numbers evaluation points and `data_epochs` (= epoch / k) says how many epochs t
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 import warnings
@@ -54,6 +55,7 @@ from echoray.train.loop_state import LoopState
 from echoray.train.models import build_model
 from echoray.train.optim import build_optimizer, lr_multiplier, set_lr
 from echoray.train.ports import CheckpointPort, CollectorPort, EvaluatorPort
+from echoray.train.prefetch import Prefetch
 from echoray.train.spare_copies import SpareCopies
 from echoray.train.worker_link import BatchEchoDraws, Collectives, FreshClock
 
@@ -149,6 +151,7 @@ class WorkerLoop:
         self.audit = AuditBuffer(cfg.audit.enabled)
         self.consumed = ConsumedLog()
         self.pending: PendingBatch | None = None  # a batch whose repeats a checkpoint cut short
+        self.lookahead = 1  # batches pulled and made into inputs ahead of the step (_prepared); 0: none
         # echo.factor: auto decided as rows are taken from the stream (train/consumption_echo.py)
         self.plan = EchoPlan.from_config(cfg)
         self.worker_echo = self.plan.at_consumption
@@ -246,18 +249,38 @@ class WorkerLoop:
         for b in batches:
             yield b, 0, None
 
+    def overlaps_input(self) -> bool:
+        """Whether the input path runs on a thread ahead of the step (train/prefetch.py). Not
+        where it makes collectives (a grouped broadcast, auto's agreement of several ranks:
+        a thread's collectives would interleave with the step's), nor under consumption echo
+        with checkpoints (a batch taken ahead is logged consumed but in no saved pool)."""
+        if self.lookahead <= 0 or self.grouped:
+            return False
+        return not (self.worker_echo and (self.world > 1 or self.env.checkpointer is not None))
+
+    def _prepared(self, batches) -> Prefetch:
+        """((batch, first repeat, repeats), make_inputs(batch)) for each item of _work, in its
+        order: pulled and made ahead of the step on a thread where overlaps_input()."""
+        cuda = self.device.type == "cuda" and self.device.index is not None
+        return Prefetch(self._work(batches), lambda work: self.make_inputs(work[0]),
+                        self.lookahead if self.overlaps_input() else 0,
+                        context=(lambda: torch.cuda.device(self.device)) if cuda else contextlib.nullcontext)
+
     def train(self, batches: Iterable[dict]) -> bool:
         """Every step of the stream; True when the target or the budget stopped the run."""
-        s = self.state
         self.model.train()
         t_wait = time.perf_counter()
-        for batch, first_rep, reps in self._work(batches):
+        with self._prepared(batches) as work:
+            return self._train_on(work, t_wait)
+
+    def _train_on(self, work: Prefetch, t_wait: float) -> bool:
+        s = self.state
+        for (batch, first_rep, reps), (inputs, labels, aug_key, rows) in work:
             waited = time.perf_counter() - t_wait
             if self.t_first is None:
                 self.t_first, waited = time.perf_counter(), 0.0  # pipeline start-up is not a wait
             if first_rep == 0:
                 self.record_batch(batch)
-            inputs, labels, aug_key, rows = self.make_inputs(batch)
             if reps is None:
                 reps = self.repeats(s.batch_index) if self.repeats is not None else 1
                 s.batch_index += 1
