@@ -2,6 +2,8 @@
 thread ahead of the step are exactly those the serial loop makes (sample ids, order,
 echo copies, augmentation keys, losses), at most one batch ahead, errors raised in place."""
 
+import copy
+import json
 import threading
 import time
 
@@ -12,6 +14,8 @@ import torch
 from echoray.config_load import load_config
 from echoray.data.shuffle_buffer import shuffled_batches
 from echoray.data.sources import index_source
+from echoray.records import CheckpointMeta
+from echoray.train.checkpoint import Restored
 from echoray.train.local_run import LocalCollector, local_loop, preprocessed_blocks
 from echoray.train.prefetch import Prefetch
 
@@ -96,3 +100,52 @@ def test_the_overlapped_loop_trains_exactly_the_serial_loops_batches(overrides, 
     assert [e["metric"] for e in serial_col.events] == [e["metric"] for e in col.events]
     for k in ("steps", "fresh_examples", "trained_examples", "trained_samples", "best_metric", "extra_copies"):
         assert serial[k] == final[k], k
+
+
+class SaveThenStop(RuntimeError):
+    pass
+
+
+def test_a_checkpoint_under_auto_saves_the_batch_made_ahead_and_a_restore_trains_every_row_once():
+    """auto at consumption: the batch the thread took from the pool ahead of the step is
+    logged consumed; the checkpoint saves it first among the pending rows, so the restored
+    run trains it (and nothing twice)."""
+    cfg = load_config(None, [*BASE, "echo.stage=after_augment", "echo.factor=auto", "train.evals_per_epoch=1"])
+    idx = index_source(cfg.source)
+    col, saved, loops = LocalCollector(factor=2.5), {}, []
+
+    class Checkpointer:
+        def due(self, evals):
+            return evals == 1
+
+        def save(self, **kw):
+            loop = loops[0]
+            (((ahead, _, _), _),) = loop._ahead.held()  # the thread is one batch ahead
+            saved.update(kw, model=copy.deepcopy(loop.model.state_dict()), opt=copy.deepcopy(loop.opt.state_dict()),
+                         consumed=loop.consumed.keep_from(0), ahead=ahead)
+            raise SaveThenStop
+
+    loops.append(local_loop(cfg, idx, col, checkpointer=Checkpointer()))
+    assert loops[0].overlaps_input()
+    with pytest.raises(SaveThenStop):
+        loops[0].run(shuffled_batches(preprocessed_blocks(cfg, idx), 32, 256, 7))
+    n = len(saved["ahead"]["sample_id"])
+    assert n == 32 and len(saved["pending"]["sample_id"]) > n
+    for k in saved["ahead"]:
+        np.testing.assert_array_equal(saved["pending"][k][:n], saved["ahead"][k])
+    state = json.loads(json.dumps({k: saved[k] for k in ("loop_state", "rank_state")}))
+    loop = local_loop(cfg, idx, col)
+    loop.model.load_state_dict(saved["model"])
+    loop.opt.load_state_dict(saved["opt"])
+    meta = CheckpointMeta(evals=saved["evals"], steps=saved["steps"], first_open_pass=0, world_size=1,
+                          state=state["loop_state"], history=saved["history"])
+    restored = Restored(meta, state["rank_state"], saved["consumed"], saved["pending"])
+    final = loop.run(shuffled_batches(preprocessed_blocks(cfg, idx, 0, saved["consumed"]), 32, 256, 8), restored)
+    audit = col.audit_columns()
+    rows = list(zip(audit["epoch"].tolist(), audit["sample_id"].tolist(), audit["view"].tolist(), strict=True))
+    assert len(rows) == len(set(rows)) == final["trained_examples"]  # no row trained twice or lost
+    ahead = set(zip(saved["ahead"]["epoch"].tolist(), saved["ahead"]["sample_id"].tolist(),
+                    saved["ahead"]["echo_copy"].tolist(), strict=True))
+    assert ahead <= set(rows)  # the batch made ahead was trained after the restore
+    samples = set(zip(audit["epoch"].tolist(), audit["sample_id"].tolist(), strict=True))
+    assert final["fresh_examples"] == len(samples) > 2 * 192 - 32

@@ -152,6 +152,7 @@ class WorkerLoop:
         self.consumed = ConsumedLog()
         self.pending: PendingBatch | None = None  # a batch whose repeats a checkpoint cut short
         self.lookahead = 1  # batches pulled and made into inputs ahead of the step (_prepared); 0: none
+        self._ahead: Prefetch | None = None
         # echo.factor: auto decided as rows are taken from the stream (train/consumption_echo.py)
         self.plan = EchoPlan.from_config(cfg)
         self.worker_echo = self.plan.at_consumption
@@ -252,19 +253,25 @@ class WorkerLoop:
     def overlaps_input(self) -> bool:
         """Whether the input path runs on a thread ahead of the step (train/prefetch.py). Not
         where it makes collectives (a grouped broadcast, auto's agreement of several ranks:
-        a thread's collectives would interleave with the step's), nor under consumption echo
-        with checkpoints (a batch taken ahead is logged consumed but in no saved pool)."""
-        if self.lookahead <= 0 or self.grouped:
-            return False
-        return not (self.worker_echo and (self.world > 1 or self.env.checkpointer is not None))
+        a thread's collectives would interleave with the step's)."""
+        return self.lookahead > 0 and not self.grouped and not (self.worker_echo and self.world > 1)
 
     def _prepared(self, batches) -> Prefetch:
         """((batch, first repeat, repeats), make_inputs(batch)) for each item of _work, in its
         order: pulled and made ahead of the step on a thread where overlaps_input()."""
         cuda = self.device.type == "cuda" and self.device.index is not None
-        return Prefetch(self._work(batches), lambda work: self.make_inputs(work[0]),
-                        self.lookahead if self.overlaps_input() else 0,
-                        context=(lambda: torch.cuda.device(self.device)) if cuda else contextlib.nullcontext)
+        self._ahead = Prefetch(self._work(batches), lambda work: self.make_inputs(work[0]),
+                               self.lookahead if self.overlaps_input() else 0,
+                               context=(lambda: torch.cuda.device(self.device)) if cuda else contextlib.nullcontext)
+        return self._ahead
+
+    def untrained_pool(self) -> dict[str, np.ndarray] | None:
+        """Consumption echo's rows taken from the stream and not trained, a checkpoint's
+        pending rows: the batches made ahead of the step (their rows are logged consumed),
+        then the pool. Other paths log a batch when it trains: one made ahead is read again."""
+        ahead = [batch for (batch, _, _), _ in self._ahead.held()] if self._ahead is not None else []
+        parts = [p for p in (*ahead, self.echo_stage.pending()) if p is not None and len(p["sample_id"])]
+        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else None
 
     def train(self, batches: Iterable[dict]) -> bool:
         """Every step of the stream; True when the target or the budget stopped the run."""
@@ -427,7 +434,7 @@ class WorkerLoop:
     def save_checkpoint(self, pending: PendingBatch | None) -> None:
         """Every rank, at the same step: model, optimizer, LoopState, consumed rows, audit."""
         s = self.state
-        pool = self.echo_stage.pending() if self.echo_stage is not None else None
+        pool = self.untrained_pool() if self.echo_stage is not None else None
         run_part, rank_part = s.to_checkpoint(
             elapsed_s=time.time() - self.t_start, train_s=self.train_s(),
             next_rep=pending.next_repeat if pending else 0, reps=pending.repeats if pending else 0,

@@ -11,13 +11,15 @@ Errors raised by `items` or `prepare` are raised in the consumer at the item whe
 happened. `close()` (or leaving the `with` block) stops the thread after the item it is
 on; a pull that blocks (a stream's next batch) is left to end on its own (a daemon thread).
 The thread runs inside `context()` (a CUDA device context: a new thread starts on device 0).
+`held()` gives the consumer the items made ahead of it, with the thread idle, so that a
+checkpoint can save what was pulled from the stream but not trained.
 """
 
 from __future__ import annotations
 
 import contextlib
-import queue
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -31,9 +33,11 @@ class Prefetch:
         if depth < 0:
             raise ValueError(f"prefetch depth {depth}: must be >= 0")
         self.items, self.prepare, self.depth, self.context = items, prepare, depth, context
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._room = threading.Semaphore(depth)  # items the thread may prepare ahead
-        self._stop = threading.Event()
+        self._ready: deque = deque()  # (kind, value) made by the thread, not handed out yet
+        self._cond = threading.Condition()
+        self._ahead = 0  # items pulled or being pulled and not handed out
+        self._busy = False  # the thread is pulling or preparing an item
+        self._stop = False
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> Prefetch:
@@ -50,32 +54,64 @@ class Prefetch:
         self._thread = threading.Thread(target=self._run, name="echoray-prefetch", daemon=True)
         self._thread.start()
         while True:
-            kind, value = self._queue.get()
+            with self._cond:
+                self._cond.wait_for(lambda: self._ready)
+                kind, value = self._ready.popleft()
+                if kind == _ITEM:
+                    self._ahead -= 1
+                self._cond.notify_all()  # the consumer holds this item: the thread may pull the next
             if kind == _END:
                 return
             if kind == _ERROR:
                 raise value
-            self._room.release()  # the consumer holds this item: the thread prepares the next
             yield value
+
+    def held(self) -> list[tuple[Any, Any]]:
+        """The items made ahead and not handed out, in order, once the thread has finished
+        the one it is on (it pulls no more until the consumer takes one): what a checkpoint
+        must count as not consumed yet. Called by the consumer only."""
+        with self._cond:
+            self._cond.wait_for(lambda: not self._busy)
+            return [value for kind, value in self._ready if kind == _ITEM]
 
     def _run(self) -> None:
         try:
             with self.context():
                 it = iter(self.items)
-                while True:
-                    self._room.acquire()  # pull only while fewer than `depth` items are ahead
-                    if self._stop.is_set():
-                        return
-                    item = next(it, _NONE)
-                    if item is _NONE:
-                        break
-                    self._queue.put((_ITEM, (item, self.prepare(item))))
+                while self._next(it):
+                    pass
         except BaseException as exc:  # noqa: BLE001 - raised again in the consumer
-            self._queue.put((_ERROR, exc))
+            self._put(_ERROR, exc)
             return
-        self._queue.put((_END, None))
+        self._put(_END, None)
+
+    def _next(self, it: Iterator[Any]) -> bool:
+        """Pull and prepare one item once fewer than `depth` are ahead; False at the end."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._ahead < self.depth or self._stop)
+            if self._stop:
+                return False
+            self._ahead, self._busy = self._ahead + 1, True
+        try:
+            item = next(it, _NONE)
+            if item is _NONE:
+                with self._cond:
+                    self._ahead -= 1
+                return False
+            self._put(_ITEM, (item, self.prepare(item)))
+            return True
+        finally:
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
+
+    def _put(self, kind: int, value: Any) -> None:
+        with self._cond:
+            self._ready.append((kind, value))
+            self._cond.notify_all()
 
     def close(self) -> None:
         """Stop the thread after its current item (the consumer takes no more)."""
-        self._stop.set()
-        self._room.release()
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
