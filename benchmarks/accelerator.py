@@ -58,7 +58,7 @@ FIXED = (2, 4, 8)
 TINTS = np.random.default_rng(1).uniform(-48, 48, (10, 3))  # --form padded: classes a small CNN tells apart
 COMMON = ["source.eval_path=null", "source.holdout_fraction=0.05",
           "preprocess.actors={min_size: 2, max_size: 2, num_cpus: 0.75}", "scaling.use_gpu=false",
-          "scaling.cpus_per_worker=0.5", "scaling.in_process=false", "train.batch_size=64",
+          "scaling.cpus_per_worker=0.5", "scaling.local_mode=false", "train.batch_size=64",
           "train.precision=fp32", "train.channels_last=false", "train.checkpoint_every=0", "scaling.max_failures=0",
           "echo.max_factor=8"]
 
