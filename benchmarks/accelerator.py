@@ -1,7 +1,8 @@
 """An emulated accelerator faster than its input pipeline, kept busy (issue 60).
 
 The model is benchmarks/accelerator_model.py by import path (form "wait": each training
-step waits us_per_sample per sample, time the CPU does not spend), trained by
+step takes us_per_sample per sample of device time, queued one step ahead of the host as
+on a GPU stream, --queue-steps; time the CPU does not spend), trained by
 `echoray train pipelines/imagenet_resnet50.yaml` on an ImageNet-like JPEG folder
 (benchmarks/jpeg_set.py; decode + random-resized crop 224 + flip on 2 actors of 0.75 CPU,
 Ray Train workers of 0.5 CPU, batch 64, 8 epochs of reads). Two accelerator speeds
@@ -23,7 +24,7 @@ busy >= 0.9 at R3 and R6 and within 10% of the best fixed factor's; e1 busy abou
 Arms interleave: each repeat runs every arm, in reversed order every other repeat.
 
     python benchmarks/accelerator.py                  # the full run (see docs/benchmarks/accelerator.md)
-    python benchmarks/accelerator.py --quick          # smoke: 200 files, 2 epochs, 3 arms, R3, 1 worker
+    python benchmarks/accelerator.py --quick          # (or --smoke) 200 files, 2 epochs, 3 arms, R3, 1 worker
     python benchmarks/accelerator.py --form padded --target 0.9 --name accelerator_ttt   # time to target
 
 --form padded trains the learning accelerator (a small CNN padded to the set time) on
@@ -31,7 +32,8 @@ class-tinted JPEGs (jpeg_set.jpeg_folder(tints=TINTS)), to --target held-out acc
 to target is wall clock from the run's start, a miss counted at its run's end (reached: how
 many of the repeats reached it).
 
-Writes benchmarks/results/accelerator.json (--quick: accelerator_quick.json).
+Writes benchmarks/results/accelerator.json (--quick: accelerator_quick.json), its
+`busy_fraction` the one-worker medians of e1, the auto arms and the DataLoader, per setting.
 """
 
 from __future__ import annotations
@@ -97,7 +99,8 @@ def ray_run(arm: str, setting: str, workers: int, root: Path, args: argparse.Nam
     with tempfile.TemporaryDirectory() as busy:
         overrides = [*COMMON, f"source.path={root}", f"train.max_epochs={args.epochs}", f"seed={seed}",
                      f"scaling.num_workers={workers}", "model.name=accelerator_model:factory",
-                     f'model.kwargs={{"us_per_sample": {us}, "form": "{args.form}", "busy_log": "{busy}"}}',
+                     f'model.kwargs={{"us_per_sample": {us}, "form": "{args.form}", "busy_log": "{busy}", '
+                     f'"queue_steps": {queue_steps(args)}}}',
                      f"train.target={target}", *arm_overrides(arm)]
         summary, peak = train_in_process(overrides, f"{arm}-{setting}-w{workers}-s{seed}")
         figs = accelerator_figures(busy, summary["fresh_examples"])
@@ -110,12 +113,17 @@ def ray_run(arm: str, setting: str, workers: int, root: Path, args: argparse.Nam
             "time_to_first_step_s": summary["time_to_first_step_s"], "peak_pss_gib": peak / 2**30}
 
 
-def dataloader_run(setting: str, root: Path, epochs: int, seed: int) -> dict:
+def queue_steps(args: argparse.Namespace) -> int:
+    return args.queue_steps if args.form == "wait" else 0  # the padded form computes: synchronous
+
+
+def dataloader_run(setting: str, root: Path, args: argparse.Namespace, seed: int) -> dict:
     us = SETTINGS[setting][1]
     with tempfile.TemporaryDirectory() as busy:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "platform"), str(BENCH)])}
         out = subprocess.run([sys.executable, str(BENCH / "accelerator_dataloader.py"), str(root), str(us),
-                              str(epochs), busy], capture_output=True, text=True, env=env, check=True)
+                              str(args.epochs), busy, "--queue-steps", str(queue_steps(args))],
+                             capture_output=True, text=True, env=env, check=True)
         res = json.loads(out.stdout.strip().splitlines()[-1])
         figs = accelerator_figures(busy, res["examples"])  # no echo: every example is fresh
     return {"arm": "dataloader", "setting": setting, "workers": 1, "seed": seed, **figs, **res}
@@ -161,7 +169,8 @@ def goals(rows: list[dict]) -> list[dict]:
 
 def parse() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="smoke: 200 files, 2 epochs, 3 arms, R3, 1 worker")
+    ap.add_argument("--quick", "--smoke", dest="quick", action="store_true",
+                    help="smoke: 200 files, 2 epochs, 3 arms, R3, 1 worker")
     ap.add_argument("--files", type=int, default=2000)
     ap.add_argument("--epochs", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=3)
@@ -172,6 +181,8 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--form", choices=("wait", "padded"), default="wait",
                     help="padded: the learning accelerator on class-tinted JPEGs (time to target)")
     ap.add_argument("--target", type=float, default=None, help="train.target (with --form padded)")
+    ap.add_argument("--queue-steps", type=int, default=1,
+                    help="form wait: steps the host may run ahead of the device (0: synchronous steps)")
     ap.add_argument("--name", default="accelerator")
     args = ap.parse_args()
     if args.quick:
@@ -201,13 +212,15 @@ def main() -> None:
         for setting, workers, arm in plan if rep % 2 == 0 else plan[::-1]:
             settled_load(timeout_s=5 if args.quick else 120)
             t = time.time()
-            r = (dataloader_run(setting, root, args.epochs, rep) if arm == "dataloader"
+            r = (dataloader_run(setting, root, args, rep) if arm == "dataloader"
                  else ray_run(arm, setting, workers, root, args, rep))
             runs.append({**r, "repeat": rep, "load_1m": os.getloadavg()[0]})
             print(f"{setting} w{workers} {arm} rep {rep}: busy {r['busy']:.3f} trained {r['trained_per_s']:.0f}/s "
                   f"fresh {r['fresh_per_s'] or 0:.0f}/s ({time.time() - t:.0f} s)", flush=True)
     rows = summarise(runs)
-    out = {"settings": {k: {"scale_of_a100_rn50_amp": v[0], "us_per_sample": v[1]} for k, v in SETTINGS.items()},
+    headline = {f"{r['setting']} {r['arm']}": r["busy"] for r in rows  # make bench's report (report.py)
+                if r["workers"] == 1 and (r["arm"] in ("e1", "dataloader") or r["arm"].endswith("_auto"))}
+    out = {"busy_fraction": headline, "queue_steps": queue_steps(args), "form": args.form, "settings": {k: {"scale_of_a100_rn50_amp": v[0], "us_per_sample": v[1]} for k, v in SETTINGS.items()},
            "files": args.files, "epochs": args.epochs, "rows": rows, "goals": goals(rows), "runs": runs}
     print(save(args.name, out, args, start_load=load0, seeds=list(range(args.repeats)), repeats=args.repeats))
 

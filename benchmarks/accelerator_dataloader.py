@@ -4,7 +4,7 @@ decoder (data/full_crop.py: the random-resized crop 224 and the flip made at dec
 two arms differ only in how the work reaches the step: a Dataset of the folder's JPEGs,
 `workers` DataLoader processes, uint8 batches normalised in the training loop, no echo.
 
-    python benchmarks/accelerator_dataloader.py ROOT US_PER_SAMPLE EPOCHS BUSY_LOG [--workers 2]
+    python benchmarks/accelerator_dataloader.py ROOT US_PER_SAMPLE EPOCHS BUSY_LOG [--workers 2] [--queue-steps 1]
 
 Runs in its own process (benchmarks/accelerator.py starts it; no Ray in it) and prints one
 JSON line: examples, wall seconds, first-batch seconds. The busy fraction is read from
@@ -48,13 +48,14 @@ class JpegCrops(torch.utils.data.Dataset):
         return torch.from_numpy(dec(0, self.files[i].read_bytes(), str(self.files[i]))), self.labels[i]
 
 
-def run(root: str, us_per_sample: float, epochs: int, busy_log: str, workers: int = 2, batch: int = 64) -> dict:
+def run(root: str, us_per_sample: float, epochs: int, busy_log: str, workers: int = 2, batch: int = 64,
+        queue_steps: int = 0) -> dict:
     torch.set_num_threads(1)
     data = JpegCrops(root)
     loader = torch.utils.data.DataLoader(data, batch_size=batch, shuffle=True, num_workers=workers,
                                          drop_last=True, persistent_workers=False)
     model = factory(num_classes=len(set(data.labels)), input_shape=(3, 224, 224), us_per_sample=us_per_sample,
-                    busy_log=busy_log)
+                    busy_log=busy_log, queue_steps=queue_steps)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     mean, std = torch.tensor(MEAN).view(1, 3, 1, 1), torch.tensor(STD).view(1, 3, 1, 1)
     t0, first, n = time.perf_counter(), None, 0
@@ -77,8 +78,10 @@ def main() -> None:
     ap.add_argument("epochs", type=int)
     ap.add_argument("busy_log")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--queue-steps", type=int, default=0)
     args = ap.parse_args()
-    print(json.dumps(run(args.root, args.us_per_sample, args.epochs, args.busy_log, args.workers)), flush=True)
+    print(json.dumps(run(args.root, args.us_per_sample, args.epochs, args.busy_log, args.workers,
+                         queue_steps=args.queue_steps)), flush=True)
 
 
 if __name__ == "__main__":

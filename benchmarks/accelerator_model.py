@@ -15,6 +15,12 @@ sample, spent waiting (time.sleep releases the GIL and the core):
   The real compute runs on this CPU: it must fit the set time (`overruns` counts the
   steps that did not).
 
+queue_steps (form "wait"): 0, the step is synchronous (the host waits for its end); n >= 1,
+the step is queued as on a GPU stream and the host waits only until the device has started
+the step n - 1 before it (echoray reads the loss once per evaluation, so a real GPU step
+is asynchronous): the host's own work per step (backward bookkeeping, the optimizer call,
+the loop's counters) overlaps the device's step instead of adding to it.
+
 Evaluation (model.eval()) waits `eval_share` of the per-sample time (a forward pass is
 about a third of a training step) and is logged apart.
 
@@ -92,7 +98,8 @@ class EmulatedAccelerator(nn.Module):
     """See the module docstring. forward(x: N x C x H x W float) -> N x num_classes logits."""
 
     def __init__(self, num_classes: int, channels: int, us_per_sample: float, form: str = "wait",
-                 busy_log: str | None = None, eval_share: float = 1 / 3, side: int = 16, width: int = 8):
+                 busy_log: str | None = None, eval_share: float = 1 / 3, side: int = 16, width: int = 8,
+                 queue_steps: int = 0):
         super().__init__()
         if form not in FORMS:
             raise ValueError(f"model.kwargs.form {form!r}: expected one of {', '.join(FORMS)}")
@@ -100,6 +107,9 @@ class EmulatedAccelerator(nn.Module):
             raise ValueError(f"model.kwargs.us_per_sample {us_per_sample}: must be >= 0")
         self.s_per_sample, self.form, self.eval_share, self.side = us_per_sample * 1e-6, form, eval_share, side
         self.log = BusyLog(busy_log)
+        if queue_steps < 0 or (queue_steps and form != "wait"):
+            raise ValueError(f"model.kwargs.queue_steps {queue_steps}: 0, or >= 1 with form 'wait'")
+        self.queue_steps, self._free_at = queue_steps, 0.0
         self.overruns = 0
         self._t0 = self._deadline = 0.0
         self._n = 0
@@ -119,7 +129,10 @@ class EmulatedAccelerator(nn.Module):
         self._t0, self._n, self._deadline = t0, n, t0 + share * self.s_per_sample * n
         if self.form == "wait":
             out = self.head(x[:, :, 0, 0].float()) + self.anchor
-            self._finish("train" if training else "eval")
+            if self.queue_steps:
+                self._enqueue("train" if training else "eval", share * self.s_per_sample * n)
+            else:
+                self._finish("train" if training else "eval")
             return out
         step = max(1, x.shape[-1] // self.side)
         small = x[:, :, ::step, ::step]
@@ -134,6 +147,16 @@ class EmulatedAccelerator(nn.Module):
         """The padded form's backward reached the step's start: pad up to the set time."""
         self._finish("train")
 
+    def _enqueue(self, kind: str, d: float) -> None:
+        """Asynchronous form (queue_steps >= 1), as a GPU stream: the step starts on the device
+        when the device is free, and the host goes on once the device has started the step
+        queue_steps - 1 steps before it (1: the host prepares the next step while the device
+        runs this one). The log holds the device's intervals."""
+        start = max(time.perf_counter(), self._free_at)
+        self._free_at = start + d
+        self.log.add(kind, start, self._free_at, self._n)
+        wait_until(self._free_at - self.queue_steps * d)
+
     def _finish(self, kind: str) -> None:
         if time.perf_counter() > self._deadline:
             self.overruns += 1
@@ -142,9 +165,10 @@ class EmulatedAccelerator(nn.Module):
 
 def factory(num_classes: int, input_shape: tuple, us_per_sample: float = SETTINGS["R3"][1], form: str = "wait",
             busy_log: str | None = None, eval_share: float = 1 / 3, side: int = 16,
-            width: int = 8) -> EmulatedAccelerator:
+            width: int = 8, queue_steps: int = 0) -> EmulatedAccelerator:
     """echoray's model factory contract (echoray.train.models.build_model)."""
-    return EmulatedAccelerator(num_classes, input_shape[0], us_per_sample, form, busy_log, eval_share, side, width)
+    return EmulatedAccelerator(num_classes, input_shape[0], us_per_sample, form, busy_log, eval_share, side, width,
+                               queue_steps)
 
 
 # --- reading the log back (the benchmark's side) ---
