@@ -465,6 +465,8 @@ class TrackingConfig(Section):
     """MLflow tracking URI; null: MLFLOW_TRACKING_URI, else sqlite:///mlflow.db in the current folder."""
     experiment: str = "echoray"
     """MLflow experiment the runs go to."""
+    register_model: str | None = None
+    """Register the trained model in the MLflow model registry under this name (a search: its best trial's); null: log it to the run only."""
 
 
 class AuditConfig(Section):

@@ -39,6 +39,8 @@ from echoray.runtime.session import start_ray
 from echoray.storage import checkpoint_location, is_uri, open_location
 from echoray.summary import build_summary, fault_summary, write_json_atomic
 from echoray.tracking import RunLogger, check_reachable, tracking_uri
+from echoray.tracking_datasets import log_datasets
+from echoray.tracking_model import log_trained_model
 from echoray.train.local_fit import local_config
 from echoray.train.local_mode import fits_local_mode
 
@@ -138,6 +140,7 @@ def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
     site = _start(cfg, out, resume, hooks)
     cfg, idx, run_dir, logger = site.cfg, site.idx, site.run_dir, site.logger
     pipeline, t0, run_id = _open_mlflow_run(cfg, logger, run_dir, pipeline, t0, resume, hooks, TRAIN_RUN_NAME)
+    log_datasets(logger.client, run_id, idx)  # MLflow dataset inputs: training, evaluation
     write_run_state(run_dir, mlflow_run_id=run_id, tracking_uri=site.uri, pipeline=pipeline, started_at=t0,
                     storage=site.storage, resumes=resume.resumes if resume else None,
                     trainer="local_mode" if site.local_mode else "ray_train")
@@ -243,6 +246,7 @@ def _finish(cfg: PipelineConfig, idx: SourceIndex, collector, logger: RunLogger,
         rows = write_audit(collector, run_dir / "audit.parquet", resume.audit if resume else None)
         say(f"audit: {rows} rows -> {run_dir / 'audit.parquet'}")
         logger.log_file(run_dir / "audit.parquet")
+    log_trained_model(cfg, idx, logger, run_dir, final)  # the MLflow model, from the latest checkpoint
     collected["text"] = text_summary(idx, final)
     pipeline, run_id, uri, t0 = where
     return _write_summary(cfg, logger, run_dir, pipeline, run_id, uri, t0, final, collected,

@@ -1,4 +1,9 @@
-"""MLflow: one run per `echoray train`, logged from the driver with rank 0's metrics."""
+"""MLflow: one run per `echoray train`, logged from the driver with rank 0's metrics.
+
+A run the logger starts or reopens gets MLflow's own system metrics (system/cpu_utilization_percentage,
+system/system_memory_usage_megabytes, disk, network; GPU where present) from the driver's
+node, every MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL seconds (MLflow's default: 10), until
+it ends; MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING=false turns them off."""
 
 from __future__ import annotations
 
@@ -63,6 +68,7 @@ class RunLogger:
         except Exception as exc:  # noqa: BLE001 - any store failure: name the store
             raise TrackingError(f"MLflow tracking store {uri} cannot be used: {exc}") from None
         self.run_id: str | None = None
+        self._monitor = None
 
     def _create(self, experiment: str) -> str:
         from mlflow.exceptions import MlflowException
@@ -83,6 +89,7 @@ class RunLogger:
             raise TrackingError(f"MLflow run {run_id} is not in the tracking store {self.uri}: {exc}") from None
         self.client.update_run(run_id, status="RUNNING")
         self.run_id = run_id
+        self._watch_system(resume=True)
         return run_id
 
     def logged_steps(self, key: str) -> set[int]:
@@ -99,7 +106,17 @@ class RunLogger:
         items = [Param(k, v[:6000]) for k, v in params.items()]
         for i in range(0, len(items), 100):
             self.client.log_batch(self.run_id, params=items[i : i + 100])
+        self._watch_system(resume=False)
         return self.run_id
+
+    def _watch_system(self, resume: bool) -> None:
+        """MLflow's system-metrics monitor on this run (a resumed one continues its steps)."""
+        if os.environ.get("MLFLOW_ENABLE_SYSTEM_METRICS_LOGGING", "").lower() in ("false", "0"):
+            return
+        from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+        self._monitor = SystemMetricsMonitor(self.run_id, resume_logging=resume, tracking_uri=self.uri)
+        self._monitor.start()
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
         from mlflow.entities import Metric
@@ -115,5 +132,8 @@ class RunLogger:
         self.client.log_artifact(self.run_id, str(path), artifact_path)
 
     def end(self, status: str) -> None:
+        if self._monitor is not None:  # its last samples logged while the run is still RUNNING
+            self._monitor.finish()
+            self._monitor = None
         if self.run_id:
             self.client.set_terminated(self.run_id, status=status)

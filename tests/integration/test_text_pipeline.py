@@ -8,6 +8,9 @@ import random
 from collections import Counter
 from pathlib import Path
 
+import mlflow.artifacts
+import mlflow.pytorch
+import torch
 from mlflow.tracking import MlflowClient
 
 from echoray.config_load import load_config
@@ -70,7 +73,8 @@ def test_bpe_from_s3_saves_its_tokenizer(run_pipeline, repo, s3, tmp_path, sqlit
     (root / "big.txt.gz").write_bytes(gzip.compress(big, compresslevel=1))
     uri = s3.upload(root, s3.make_bucket("echoray-text") + "/docs")
     pipeline = repo / "pipelines" / "lm_linux_doc.yaml"
-    overrides = [*TINY, f"source.path={uri}", "train.max_epochs=1", "source.tokenizer={kind: bpe, vocab_size: 300}",
+    overrides = [*TINY, f"source.path={uri}", "train.max_epochs=1", "train.checkpoint_every=1",
+                 "train.checkpoint_min_interval_s=0", "source.tokenizer={kind: bpe, vocab_size: 300}",
                  "audit.enabled=false", "source.holdout_fraction=0.05"]
     summary, _ = run_pipeline(pipeline, *overrides)
     idx = index_source(load_config(pipeline, overrides).source)
@@ -82,5 +86,12 @@ def test_bpe_from_s3_saves_its_tokenizer(run_pipeline, repo, s3, tmp_path, sqlit
     tok = json.loads((run_dir / "tokenizer.json").read_text())
     # a 9-word corpus runs out of merges before 300 symbols: the vocabulary is what the BPE learnt
     assert len(tok["model"]["vocab"]) == summary["text"]["vocab_size"] <= 300 and summary["text"]["tokenizer"] == "bpe"
-    artifacts = {a.path for a in MlflowClient(sqlite_uri).list_artifacts(summary["mlflow_run_id"])}
+    client = MlflowClient(sqlite_uri)
+    artifacts = {a.path for a in client.list_artifacts(summary["mlflow_run_id"])}
     assert "tokenizer.json" in artifacts
+    # the model, logged from the run's one checkpoint, with its tokenizer
+    (logged,) = client.get_run(summary["mlflow_run_id"]).outputs.model_outputs
+    model_dir = Path(mlflow.artifacts.download_artifacts(f"models:/{logged.model_id}", tracking_uri=sqlite_uri))
+    assert json.loads((model_dir / "extra_files" / "tokenizer.json").read_text()) == tok
+    tokens = torch.randint(0, summary["text"]["vocab_size"], (3, 32))
+    assert tuple(mlflow.pytorch.load_model(str(model_dir))(tokens).shape) == (3, 32, summary["text"]["vocab_size"])

@@ -36,8 +36,10 @@ def assert_each_epoch_reads_every_train_id_once(audit, train_ids, epochs):
         assert sorted(ids) == sorted(np.asarray(train_ids).tolist()), f"epoch {e}"
 
 
-def test_digits_end_to_end_exact_counts_and_mlflow(run_pipeline, sqlite_uri):
-    overrides = [*SMALL, "source.limit=320"]
+def test_digits_end_to_end_exact_counts_and_mlflow(run_pipeline, sqlite_uri, monkeypatch):
+    monkeypatch.setenv("MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL", "1")  # MLflow's own knob (default 10 s)
+    # a checkpoint at every epoch: the logged model is the last epoch's (tracking_model.py)
+    overrides = [*SMALL, "source.limit=320", "train.checkpoint_min_interval_s=0"]
     summary, audit = run_pipeline(None, *overrides)
     assert SUMMARY_KEYS <= set(summary)
     # 320 ids, batch 32: 10 steps per epoch, 3 epochs, everything consumed exactly once per epoch.
@@ -68,6 +70,31 @@ def test_digits_end_to_end_exact_counts_and_mlflow(run_pipeline, sqlite_uri):
     assert [m.value for m in fresh if m.step <= 3][:3] == [320, 640, 960]
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"summary.json", "config.yaml", "audit.parquet"} <= artifacts
+    assert_run_page(client, run, idx, summary)
+
+
+def assert_run_page(client, run, idx, summary):
+    """What the MLflow run page shows beside the metrics: the two dataset inputs, the model
+    (it loads without echoray's classes and scores the held-out split as the run's last
+    evaluation did), MLflow's system metrics."""
+    import mlflow.pytorch
+    import torch
+
+    from echoray.data.sources import open_reader
+
+    inputs = {i.tags[0].value: i.dataset for i in run.inputs.dataset_inputs}
+    assert set(inputs) == {"training", "evaluation"}
+    assert json.loads(inputs["training"].profile)["num_rows"] == len(idx.train_ids) == 320
+    assert json.loads(inputs["evaluation"].profile)["num_rows"] == len(idx.eval_ids)
+    (logged,) = run.outputs.model_outputs
+    model = mlflow.pytorch.load_model(f"models:/{logged.model_id}")
+    images, labels = open_reader(idx).read(idx.eval_ids, "eval")
+    with torch.no_grad():
+        logits = model(torch.from_numpy(images))
+    assert tuple(logits.shape) == (len(idx.eval_ids), 10)
+    accuracy = (logits.argmax(1).numpy() == labels).mean()
+    assert accuracy == pytest.approx(summary["history"][-1]["accuracy"], abs=1e-9)
+    assert client.get_metric_history(run.info.run_id, "system/cpu_utilization_percentage")
 
 
 def test_digits_reaches_a_modest_target_and_stops(run_pipeline):
