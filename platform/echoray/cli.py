@@ -10,6 +10,8 @@ import sys
 import time
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+# Commands that print echoray's lines only (the libraries' in a log file) unless --verbose.
+QUIET_COMMANDS = ("train", "tune", "study", "bench-input")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -42,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         s.add_argument("--repeats", type=_positive, help="independent repeats (default search.repeats)")
         s.add_argument("--out", help="output folder" + (" (required)" if name == "study" else ""))
         s.add_argument("--resume", metavar="DIR", help="continue an interrupted run in DIR")
+        _verbose(s)
         if name == "study":
             s.add_argument("--variants", action="append", metavar="V[,V...]",
                            help="baseline, before_augment:E, after_augment:E, batch:E, ba:M "
@@ -52,10 +55,16 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
                    help="override one config key (repeatable)")
     b.add_argument("--seconds", type=_positive_float, help="stop after S seconds (default: one epoch)")
+    _verbose(b)
     b.set_defaults(resume=None)
     r = sub.add_parser("report", help="draw a study's plots (Figure 3, BA accuracy) and log them to MLflow")
     r.add_argument("study_dir", help="folder written by `echoray study`")
     return p
+
+
+def _verbose(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--verbose", action="store_true",
+                   help="print Ray's and MLflow's own messages here too (default: a log file named at the start)")
 
 
 def _positive(text: str) -> int:
@@ -134,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("RAY_TRAIN_V2_ENABLED", "1")
     from echoray import console
 
-    console.want_quiet(args.command == "train" and not args.verbose)
+    console.want_quiet(args.command in QUIET_COMMANDS and not args.verbose)
     err = console.stderr  # echoray's own lines reach the terminal while library output is diverted
     from echoray.runtime.monitor import DataError, StallError
     from echoray.runtime.signals import Terminated, sigterm_interrupts, terminated
@@ -178,6 +187,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace, cfg, resume, t0: float) -> int:
+    from pathlib import Path
+
+    from echoray.messages import say_console_log, say_quiet_start
+
     pipeline = args.pipeline if args.command != "report" else None
     if args.command == "train":
         from echoray.messages import print_summary
@@ -190,20 +203,24 @@ def _dispatch(args: argparse.Namespace, cfg, resume, t0: float) -> int:
         from echoray.tune.search_run import run_search
         from echoray.tune.summary_text import print_search
 
-        print_search(run_search(cfg, pipeline, args.out, t0, trials=args.trials, repeats=args.repeats,
-                                resume=args.resume))
+        say_quiet_start()
+        summary = run_search(cfg, pipeline, args.out, t0, trials=args.trials, repeats=args.repeats,
+                             resume=args.resume)
+        say_console_log(Path(summary["search_dir"]))
+        print_search(summary)
     elif args.command == "bench-input":
         from echoray.bench_input import bench_input, print_bench
 
+        say_quiet_start()
         print_bench(bench_input(cfg, args.seconds))
     elif args.command == "study":
         from echoray.tune.study import run_study
 
-        run_study(cfg, pipeline, args.variants, args.out, t0, trials=args.trials, repeats=args.repeats,
-                  resume=args.resume)
+        say_quiet_start()
+        report = run_study(cfg, pipeline, args.variants, args.out, t0, trials=args.trials, repeats=args.repeats,
+                           resume=args.resume)
+        say_console_log(Path(report["study_dir"]))
     else:
-        from pathlib import Path
-
         from echoray.tune.report import write_report
 
         write_report(Path(args.study_dir))

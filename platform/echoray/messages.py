@@ -50,6 +50,18 @@ def say_console_log(run_dir: Path) -> None:
             say(line)
 
 
+def say_quiet_start() -> None:
+    """`tune`, `study`, `bench-input` without --verbose: the libraries' output to a log file
+    from now on, named at once (a temporary file; say_console_log moves it into the output
+    folder when the command ends, or the CLI names it again if it fails first)."""
+    from echoray import console
+
+    if quiet_console():
+        say(f"Ray's and MLflow's messages: {console.log_path()} (--verbose prints them here)")
+        for line in console.advice():
+            say(line)
+
+
 def say_start(cfg: PipelineConfig, idx: SourceIndex, run_dir: Path, run_id: str, use_gpu: bool,
                here: bool) -> None:
     r = cfg.source.remote

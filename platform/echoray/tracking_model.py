@@ -172,4 +172,4 @@ def register_best_trial(uri: str, run_id: str | None, name: str | None) -> str |
         client.create_registered_model(name)
     version = client.create_model_version(name, f"models:/{models[-1].model_id}", run_id=run_id,
                                           model_id=models[-1].model_id)
-    return version.version
+    return str(version.version)

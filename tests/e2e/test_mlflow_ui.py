@@ -71,7 +71,9 @@ def test_finished_run_opens_in_the_model_training_view(ray_head, mlflow_server, 
          "--set", "train.target=null", "--set", "echo.stage=after_augment", "--set", "echo.factor=2",
          # trained in the driver's process: what the page shows is the same, and the run
          # starts ~10 s sooner than with a Ray Train worker group
-         "--set", "scaling.local_mode=true", "--out", str(tmp_path / "digits-ui-e2e")],
+         "--set", "scaling.local_mode=true", "--out", str(tmp_path / "digits-ui-e2e"),
+         # a checkpoint at each epoch: the logged model is the last epoch's
+         "--set", "train.checkpoint_min_interval_s=0"],
         env={**ray_head["env"], "RAY_ADDRESS": ray_head["gcs"]}, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-6000:]
     (url,) = re.findall(r"MLflow UI: (\S+)", res.stdout)
@@ -85,6 +87,7 @@ def test_finished_run_opens_in_the_model_training_view(ray_head, mlflow_server, 
     shot = tmp_path / "mlflow_run_page.png"
     text = open_page(url, shot)
     print(f"screenshot: {shot}")
+    print("page text:", text)
     assert shot.stat().st_size > 10_000
     assert run.info.run_name == "digits-ui-e2e" and run.info.run_name in text
     missing = sorted(m for m in metrics if m not in text)

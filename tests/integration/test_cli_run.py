@@ -45,3 +45,21 @@ def test_plan_that_cannot_fit_this_machine_exits_2_naming_the_shortfall(tmp_path
     runs = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}").search_runs(
         [e.experiment_id for e in MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}").search_experiments()])
     assert runs == []
+
+
+def test_bench_input_prints_echoray_lines_only_and_names_its_log(tmp_path):
+    out = subprocess.run([echoray_bin(), "bench-input", "--seconds", "2"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = [ln for ln in (out.stdout + out.stderr).splitlines() if ln.strip()]
+    assert all(ln.startswith(("[echoray] ", "echoray: ")) for ln in lines), "\n".join(
+        ln for ln in lines if not ln.startswith(("[echoray] ", "echoray: ")))
+    first = lines[0]
+    assert first.startswith("[echoray] Ray's and MLflow's messages: ") and first.endswith("(--verbose prints them here)")
+    log = Path(first.removeprefix("[echoray] Ray's and MLflow's messages: ").split(" (")[0])
+    assert any("input pipeline:" in ln for ln in lines)
+    # what Ray said went to the log (named again at the end), or nothing and the empty log is gone
+    assert log.is_file() and log.stat().st_size if log.exists() else not log.exists()
+    verbose = subprocess.run([echoray_bin(), "bench-input", "--seconds", "2", "--verbose"], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=600)
+    assert verbose.returncode == 0 and "Ray's and MLflow's messages" not in verbose.stdout

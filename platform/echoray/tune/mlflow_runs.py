@@ -66,3 +66,17 @@ def end_unfinished_children(uri: str, parent_run_id: str, status: str = "KILLED"
     for run in stale:
         client.set_terminated(run.info.run_id, status=status)
     return len(stale)
+
+
+def register_search_model(uri: str, summary: dict[str, Any], name: str | None) -> str | None:
+    """tracking.register_model for a search: register the model its best trial logged (the
+    repeats' bests, the fewest fresh examples to target first; none reached it: the first
+    repeat's best). The version number, or None (no name, no best trial, or no model)."""
+    from echoray.tracking_model import register_best_trial
+
+    bests = [p["best"] for p in summary["repeats"] if p["best"] is not None]
+    if not name or not bests:
+        return None
+    reached = [b for b in bests if b["fresh_examples_to_target"] is not None]
+    best = min(reached, key=lambda b: b["fresh_examples_to_target"]) if reached else bests[0]
+    return register_best_trial(uri, best["mlflow_run_id"], name)

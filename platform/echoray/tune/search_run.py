@@ -34,7 +34,7 @@ from echoray.runtime.session import start_ray
 from echoray.summary import write_json_atomic
 from echoray.tracking import RunLogger, check_reachable, tracking_uri
 from echoray.train.local_mode import fits_local_mode
-from echoray.tune.mlflow_runs import child_runs, end_unfinished_children
+from echoray.tune.mlflow_runs import child_runs, end_unfinished_children, register_search_model
 from echoray.tune.outcome import ERROR, NOT_REACHED, REACHED, summarize
 from echoray.tune.search_storage import (
     STATE_FILE,
@@ -156,6 +156,7 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
             raise SearchInterrupted(f"{unfinished} trial(s) unfinished; continue with: echoray tune --resume {home or d}")
         summary = _search_summary(cfg, pipeline, d, run_id, uri, points, concurrency, records, t0)
         _write_outputs(summary, d, home, cfg.storage.retry_s, logger)
+        register_search_model(uri, summary, cfg.tracking.register_model)  # its best trial's model
         status = "FINISHED"
         return summary
     except SearchInterrupted:
