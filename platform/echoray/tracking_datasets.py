@@ -28,6 +28,7 @@ from echoray.data.sources import SourceIndex
 
 CONTEXTS = {"train": "training", "eval": "evaluation"}
 _SAMPLED_ROWS = 64  # rows of an in-memory array that enter its digest (evenly spaced)
+_STAT_AT_MOST = 16  # files stat'ed one by one (an object store: a request each); more: one listing
 
 
 def split_files(idx: SourceIndex, split: str) -> tuple[str | None, list[str] | str, Any]:
@@ -53,19 +54,23 @@ def split_files(idx: SourceIndex, split: str) -> tuple[str | None, list[str] | s
 
 
 def file_stats(uri: str, where: list[str] | str) -> list[tuple[str, int, int]]:
-    """(path, size, mtime in ns) of each file: one recursive listing of a root folder, or
-    one stat per named file. Nothing is read."""
+    """(path, size, mtime in ns) of each file: one recursive listing of a root folder (or of
+    the URI's folder when more than a few files are named), else one stat per named file.
+    Nothing is read."""
     import pyarrow.fs as pafs
 
     from echoray.data.sources.base import filesystem
 
-    fs, _ = filesystem(uri)
+    fs, root = filesystem(uri)
+    keep = None
+    if not isinstance(where, str) and len(where) > _STAT_AT_MOST:  # many files: list their folder once
+        where, keep = root, set(where)
     if isinstance(where, str):
         infos = fs.get_file_info(pafs.FileSelector(where, recursive=True))
     else:
         infos = fs.get_file_info(where) if where else []
     return sorted((i.path, int(i.size or 0), int(i.mtime_ns or 0))
-                  for i in infos if i.type == pafs.FileType.File)
+                  for i in infos if i.type == pafs.FileType.File and (keep is None or i.path in keep))
 
 
 def split_digest(idx: SourceIndex, split: str) -> str:

@@ -78,3 +78,15 @@ def test_in_memory_source_digest_follows_its_arrays():
     idx.details["images"] = np.array(idx.details["images"])
     idx.details["images"][0, 0, 0, 0] ^= 1  # row 0 is among the sampled rows
     assert split_digest(idx, "train") != before
+
+
+def test_many_files_are_listed_once_and_only_theirs_count(tmp_path):
+    from echoray.tracking_datasets import file_stats
+
+    for i in range(20):
+        (tmp_path / f"part{i:02d}.parquet").write_bytes(b"x" * i)
+    (tmp_path / "notes.txt").write_text("not a split's file")
+    named = [str(tmp_path / f"part{i:02d}.parquet") for i in range(20)]
+    listed = file_stats(str(tmp_path), named)
+    assert [(p, size) for p, size, _ in listed] == [(p, i) for i, p in enumerate(named)]
+    assert file_stats(str(tmp_path), named[:3]) == listed[:3]  # a few: one stat each, the same rows
