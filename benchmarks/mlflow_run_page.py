@@ -9,8 +9,8 @@ No Ray: the indexes and the models are built in this process.
 
 from __future__ import annotations
 
+import argparse
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -83,10 +83,11 @@ def model_loads(tmp: Path) -> dict:
 
 
 def main() -> None:
+    args = argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         result = {"digest": digests(tmp), "model_load": model_loads(tmp)}
-    print(save("mlflow_run_page", result, sys.argv[1:], repeats=REPEATS))
+    print(save("mlflow_run_page", result, args, repeats=REPEATS))
 
 
 if __name__ == "__main__":

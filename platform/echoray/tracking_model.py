@@ -148,11 +148,15 @@ def save_to_run(model, example: np.ndarray, logger, register: str | None, extra_
     with torch.no_grad():
         out = model(torch.from_numpy(example)).numpy()
     mlflow.set_tracking_uri(logger.uri)
+    # made here, in the run's experiment: log_model alone would make it in the fluent API's
+    # active experiment (Default), where the run page does not look for it
+    made = logger.client.create_logged_model(logger.experiment_id, name=MODEL_NAME, source_run_id=logger.run_id,
+                                             tags=tags)
     info = mlflow.pytorch.log_model(
-        model, name=MODEL_NAME, run_id=logger.run_id, input_example=example,
+        model, name=MODEL_NAME, run_id=logger.run_id, model_id=made.model_id, input_example=example,
         signature=infer_signature(example, out), extra_files=extra_files, registered_model_name=register,
         pip_requirements=[f"torch=={torch.__version__.split('+')[0]}", f"mlflow=={mlflow.__version__}"],
-        tags=tags, serialization_format="pt2")
+        serialization_format="pt2")
     return info.model_uri
 
 

@@ -1,6 +1,7 @@
 """The MLflow UI of a finished run, in a real headless Chromium (Debian's `chromium`; .ci/run
 installs it): the link echoray prints opens the run in the Model training view with its
-metrics listed, and a screenshot is saved next to the test output.
+metrics listed, its datasets and its logged model, and a screenshot is saved next to the
+test output (and copied to $ECHORAY_UI_SCREENSHOT when set: docs/screenshots/mlflow_run_page.png).
 
 Driven by Chromium's own `--dump-dom` and `--screenshot` flags (one browser start, no
 driver or client library to keep in step with the browser's version). The UI is a React
@@ -10,6 +11,7 @@ requests (virtual time stops while a request is pending) before the DOM is dumpe
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -87,7 +89,8 @@ def test_finished_run_opens_in_the_model_training_view(ray_head, mlflow_server, 
     shot = tmp_path / "mlflow_run_page.png"
     text = open_page(url, shot)
     print(f"screenshot: {shot}")
-    print("page text:", text)
+    if os.environ.get("ECHORAY_UI_SCREENSHOT"):  # where the docs' copy is refreshed from
+        shutil.copyfile(shot, os.environ["ECHORAY_UI_SCREENSHOT"])
     assert shot.stat().st_size > 10_000
     assert run.info.run_name == "digits-ui-e2e" and run.info.run_name in text
     missing = sorted(m for m in metrics if m not in text)
@@ -95,3 +98,11 @@ def test_finished_run_opens_in_the_model_training_view(ray_head, mlflow_server, 
     # Model training view: its sidebar (Runs, Models, Model registry), not GenAI's.
     assert {"Runs", "Model registry"} <= set(text)
     assert not {"Evaluation runs", "Evaluations", "Judges"} & set(text)
+    # The datasets it trained and was scored on (name and digest; its context, the other one
+    # behind "+1") and the model it logged (echoray/tracking_datasets.py, tracking_model.py).
+    inputs = {i.tags[0].value: i.dataset for i in run.inputs.dataset_inputs}
+    assert set(inputs) == {"training", "evaluation"}
+    assert f"digits ({inputs['training'].digest})" in text and "training" in text
+    (logged,) = run.outputs.model_outputs
+    assert client.get_logged_model(logged.model_id).experiment_id == run.info.experiment_id
+    assert "Logged models (1)" in text and "model" in text
