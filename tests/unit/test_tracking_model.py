@@ -61,7 +61,9 @@ def test_latest_checkpoint_is_logged_and_predicts_as_trained(tmp_path, sqlite_ur
     client = MlflowClient(sqlite_uri)
     (logged,) = client.get_run(logger.run_id).outputs.model_outputs
     assert uri == f"models:/{logged.model_id}"
-    assert client.get_logged_model(logged.model_id).tags["echoray.checkpoint_epoch"] == "2"
+    made = client.get_logged_model(logged.model_id)
+    assert made.tags["echoray.checkpoint_epoch"] == "2"
+    assert made.experiment_id == logger.experiment_id  # where the run page looks for it
     (version,) = client.search_model_versions("name = 'digits-cnn'")
     assert version.run_id == logger.run_id and str(version.version) == "1"
 
