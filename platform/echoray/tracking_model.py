@@ -28,6 +28,7 @@ import numpy as np
 
 from echoray.config import PipelineConfig
 from echoray.data.sources import SourceIndex
+from echoray.messages import say
 
 MODEL_NAME = "model"
 
@@ -108,12 +109,11 @@ def log_trained_model(cfg: PipelineConfig, idx: SourceIndex, logger, run_dir: Pa
                       final: dict[str, Any]) -> str | None:
     """Log the run's model from its latest checkpoint; its `models:/` URI, or None when the
     run kept no checkpoint. `logger`: the run's tracking.RunLogger; `final`: rank 0's record."""
-    from echoray.messages import say
-
     state = json.loads((run_dir / "run.json").read_text())
     ckpt = latest_checkpoint(state["ray_train_storage"], state.get("trainer", "ray_train"))
     if ckpt is None:
-        say("MLflow: no model logged (the run kept no checkpoint; train.checkpoint_every: 0)")
+        say("MLflow: no model logged: the run kept no checkpoint (train.checkpoint_every: 0, or the run "
+            "was shorter than train.checkpoint_min_interval_s)")
         return None
     weights, epoch = checkpoint_weights(ckpt)
     model = served_model(cfg, idx, weights)
