@@ -35,8 +35,9 @@ MODEL_NAME = "model"
 
 def latest_checkpoint(storage: str, trainer: str):
     """The run's newest checkpoint (a ray.train.Checkpoint) or None: Ray Train's latest
-    registered one, or a run trained in process's CheckpointStore's."""
-    if trainer == "in_process":
+    registered one, or the CheckpointStore's of a run in Ray Train's local mode (run.json's
+    trainer "local_mode")."""
+    if trainer == "local_mode":
         from echoray.train.checkpoint_store import CheckpointStore
 
         return CheckpointStore(storage, None).latest()

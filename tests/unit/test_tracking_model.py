@@ -34,7 +34,7 @@ def _run(tmp_path, sqlite_uri, *overrides):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     storage = str(tmp_path / "storage")
-    (run_dir / "run.json").write_text(json.dumps({"ray_train_storage": storage, "trainer": "in_process"}))
+    (run_dir / "run.json").write_text(json.dumps({"ray_train_storage": storage, "trainer": "local_mode"}))
     logger = RunLogger(sqlite_uri, "models")
     logger.start("run", params={}, tags={})
     return cfg, idx, run_dir, storage, logger
