@@ -112,13 +112,15 @@ def log_trained_model(cfg: PipelineConfig, idx: SourceIndex, logger, run_dir: Pa
     run kept no checkpoint. `logger`: the run's tracking.RunLogger; `final`: rank 0's record."""
     state = json.loads((run_dir / "run.json").read_text())
     ckpt = latest_checkpoint(state["ray_train_storage"], state.get("trainer", "ray_train"))
+    trial = _is_trial(logger)
     if ckpt is None:
-        say("MLflow: no model logged: the run kept no checkpoint (train.checkpoint_every: 0, or the run "
-            "was shorter than train.checkpoint_min_interval_s)")
+        if not trial:  # a search's warm trials keep none: not a line per trial
+            say("MLflow: no model logged: the run kept no checkpoint (train.checkpoint_every: 0, or the run "
+                "was shorter than train.checkpoint_min_interval_s)")
         return None
     weights, epoch = checkpoint_weights(ckpt)
     model = served_model(cfg, idx, weights)
-    register = cfg.tracking.register_model if not _is_trial(logger) else None
+    register = cfg.tracking.register_model if not trial else None
     tokenizer = run_dir / "tokenizer.json"
     try:
         uri = save_to_run(model, input_example(cfg, idx), logger, register,
