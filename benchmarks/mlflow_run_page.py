@@ -67,7 +67,7 @@ def model_loads(tmp: Path) -> dict:
 
     class Logger:  # what save_to_run uses of tracking.RunLogger
         def __init__(self):
-            self.uri, self.client = uri, client
+            self.uri, self.client, self.experiment_id = uri, client, exp
             self.run_id = client.create_run(exp).info.run_id
 
     out = {}
