@@ -3,9 +3,7 @@ three seeds each, side by side in one run (issue 14).
 
 The digits source is put behind the emulated remote store (a per-request latency; reads
 wait, they do not compute), calibrated so that R = upstream time / downstream time per
-sample is about 4 or 8 on this machine. `source.max_rows_ahead` keeps the source from
-reading the whole run while the workers start (Ray Data would: digits is tiny), so a run
-is input-bound from its first step, and `train.evals_per_epoch: 4` observes fresh
+sample is about 4 or 8 on this machine. `train.evals_per_epoch: 4` observes fresh
 examples and time to target every quarter epoch. Per (R, e), over the seeds:
 
 - step-rate speed-up over e = 1 of the same seed (steps/s between the first and the last
@@ -15,7 +13,7 @@ examples and time to target every quarter epoch. Per (R, e), over the seeds:
   goal: auto >= 0.9;
 - time to target versus e = 1 of the same seed, mean [min, max]: train time from the
   first step plus the time the source took for what it had read before that step
-  (reads before the first step / upstream rate), so a head start read during worker
+  (reads before the first step / upstream rate), so what the source read during worker
   start-up counts the same for every e; the train time alone is saved too;
   goal: auto >= 3.5x at R ~ 5 (the paper: 3.25x at e = 5, ResNet-50 on ImageNet);
 - fresh examples to target, and the mean e trained (trained samples / fresh).
@@ -49,7 +47,7 @@ CHUNK = 16
 FACTORS = ("1", "2", "4", "8", "auto")
 MAX_FACTOR = 8.0
 COMMON = [f"source.chunk_size={CHUNK}", "source.read_concurrency=1",  # one request in flight: a read = one latency
-          "source.max_rows_ahead=1", "train.evals_per_epoch=4", f"echo.max_factor={MAX_FACTOR}",
+          "train.evals_per_epoch=4", f"echo.max_factor={MAX_FACTOR}",
           "scaling.cpus_per_worker=1", "echo.shuffle_buffer=256"]
 
 

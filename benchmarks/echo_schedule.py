@@ -22,7 +22,7 @@ import statistics
 
 from common import save, settled_load, train_in_process
 
-COMMON = ["source.chunk_size=16", "source.max_rows_ahead=1", "train.evals_per_epoch=4", "echo.shuffle_buffer=256",
+COMMON = ["source.chunk_size=16", "train.evals_per_epoch=4", "echo.shuffle_buffer=256",
           "scaling.cpus_per_worker=1", "train.target=0.97"]
 
 

@@ -8,12 +8,12 @@ Two cases, each from a Ray that is already up, `--repeats` times, one after anot
   Dataset built, iteration asked, each actor's constructor (Ray's timeline: its start
   and end), the first actor call (start, end), the first batch in the consumer's hands.
 - `digits_store`: digits behind the emulated store (27.8 ms per 16-sample request,
-  source.read_concurrency 1, a 256-row shuffle buffer) with 40 epochs planned, paced as
-  benchmarks/echo.py runs it (source.max_rows_ahead) and unpaced, interleaved: a whole
-  `echoray train` in this process, stopped at its first evaluation (train.target 0.1);
-  its summary's first read and first step and the actor's constructor, from the run's start.
-  This process started Ray, so the runs train in a Ray Train worker group; --in-process
-  trains them here, as `echoray train` does on the local Ray it starts (with a head start).
+  source.read_concurrency 1, a 256-row shuffle buffer) with 40 epochs planned, the source
+  reading ahead as far as Ray Data lets it: a whole `echoray train` in this process,
+  stopped at its first evaluation (train.target 0.1); its summary's first read and first
+  step and the actor's constructor, from the run's start. This process started Ray, so
+  the runs train in a Ray Train worker group; --in-process trains them here, as
+  `echoray train` does on the local Ray it starts.
 
     .venv/bin/python benchmarks/first_batch.py [--files 2000] [--repeats 3] [--parts stream,digits_store]
         [--batch 256] [--in-process] [--name first_batch]
@@ -95,15 +95,15 @@ def stream_run(root, batch: int = 256) -> dict:
             "load_avg_1m": load}
 
 
-# paced: as benchmarks/echo.py runs it (reads wait for the workers); unpaced: as the issue's
-# case, the source reading ahead as far as Ray Data lets it
-PACING = {"paced": ["source.max_rows_ahead=1"], "unpaced": []}
+# The runs' key in the results file: earlier files also hold a "paced" arm (source.max_rows_ahead,
+# since removed), and benchmarks/side_by_side.py compares this file across commits by key.
+ARM = "unpaced"
 
 
-def digits_store_run(seed: int, pacing: str, trainer: list[str] = ()) -> dict:
+def digits_store_run(seed: int, trainer: list[str] = ()) -> dict:
     load = settled_load()[0]  # the 1-min load this run starts on, once the previous run's Ray Train has gone
     t0 = time.time()
-    summary, _ = train_in_process([*DIGITS_STORE, *PACING[pacing], *trainer, f"seed={seed}"],
+    summary, _ = train_in_process([*DIGITS_STORE, *trainer, f"seed={seed}"],
                                   f"first-batch-digits-{seed}")
     ev = actor_events(t0)
     return {"time_to_first_read_s": summary["time_to_first_read_s"],
@@ -150,12 +150,11 @@ def main() -> None:
     if "digits_store" in parts:
         load0 = settled_load()
         trainer = ["scaling.local_mode=true"] if a.in_process else []
-        runs: dict[str, list] = {k: [] for k in PACING}
+        runs: dict[str, list] = {ARM: []}
         for seed in range(a.repeats):
-            for pacing in PACING if seed % 2 == 0 else reversed(PACING):  # interleaved, order alternating
-                runs[pacing].append(digits_store_run(seed, pacing, trainer))
-                print("digits_store", pacing, json.dumps(runs[pacing][-1]), flush=True)
-        result["digits_store"] = {"overrides": [*DIGITS_STORE, *trainer], "pacing": PACING, "runs": runs,
+            runs[ARM].append(digits_store_run(seed, trainer))
+            print("digits_store", json.dumps(runs[ARM][-1]), flush=True)
+        result["digits_store"] = {"overrides": [*DIGITS_STORE, *trainer], "runs": runs,
                                   "load_avg": load_avg(load0, settled_load()),
                                   "median": {k: medians(v, ("time_to_first_read_s", "time_to_first_step_s"))
                                              for k, v in runs.items()}}

@@ -7,8 +7,8 @@ CPU, machine-wide (/proc/stat) and per process (psutil), over each arm's timed w
 
 - `dataloader`: torchvision's transform on PIL, 2 workers, one epoch, in a subprocess
   timed from the DataLoader's construction (as benchmarks/input_epochs.py times it).
-- `echoray`: `bench_input` for one epoch (the read plan of one epoch, the default
-  one-batch head start), timed from the start of iteration, Ray already up. The first
+- `echoray`: `bench_input` for one epoch (the read plan of one epoch), timed from the
+  start of iteration, Ray already up. The first
   repeat is the Ray session's first stream, which also starts Ray Data's own actors.
 - `empty_pool`: the same 2-actor Ray Data pool (`ActorPoolStrategy(2, 2)`, one CPU each)
   mapping a class that only imports echoray's actor module, over 4 one-row blocks: what

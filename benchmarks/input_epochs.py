@@ -9,9 +9,7 @@ actors, and actors + driver, over the second half of the time after the first ba
 bench-input reports it; DataLoader: its workers + main process after the first epoch). The limit to set
 those against is `decode_limit`: simplejpeg's full decode alone, in one thread, of the
 same files, in images per CPU-second. Arms rotate per repeat; load is recorded at
-each run's start and end. `--no-head-arm` adds echoray with `preprocess.head_start_rows: 0`
-(the pool alone) and `--head-arms` other head sizes, so the head start's effect on every
-figure is read inside one run.
+each run's start and end.
 
 Used by input_pipeline.py (--parts epochs); the DataLoader arm runs in a subprocess.
 """

@@ -19,12 +19,10 @@
    read_concurrency 1 and 16, the Arrow conversion (and whether it copies).
 5. epochs (input_epochs.py): from nothing, first batch, first epoch with start-up and
    the steady rate over the epochs after it, images per CPU-second, echoray vs the
-   DataLoader interleaved (--no-head-arm adds echoray without its head start as an arm,
-   --head-arms 64,256 one arm per head_start_rows value, 3000@1980 one with
-   head_start_pool_at too); decode_limit: simplejpeg's
-   full decode alone on the same files (images per CPU-second), the ceiling for both.
+   DataLoader interleaved; decode_limit: simplejpeg's full decode alone on the same files
+   (images per CPU-second), the ceiling for both.
 
-    .venv/bin/python benchmarks/input_pipeline.py [--files 2000] [--repeats 2] [--parts single,actor,compare,concurrency,index,epochs] [--no-head-arm] [--head-arms ROWS[@POOL_AT],...] [--name input_pipeline]
+    .venv/bin/python benchmarks/input_pipeline.py [--files 2000] [--repeats 2] [--parts single,actor,compare,concurrency,index,epochs] [--name input_pipeline]
 
 Writes benchmarks/results/NAME.json (input_pipeline.json by default; with the commit, the
 seeds, the load at start and end, every part and arm starting on a settled load). The
@@ -271,29 +269,6 @@ def index_part(root: Path, seconds: float) -> dict:
     return out
 
 
-def head_arms(a: argparse.Namespace) -> list[tuple[int, int | None]]:
-    """The extra echoray arms' heads, (rows, pool_at) from ROWS or ROWS@POOL_AT
-    (preprocess.head_start_rows, and head_start_pool_at: the rows made, in as many threads
-    as the pool has CPUs, before the pool starts): --head-arms, and (0, None) for --no-head-arm."""
-    arms = {(0, None)} if a.no_head_arm else set()
-    for arm in (r.strip() for r in a.head_arms.split(",") if r.strip()):
-        rows, _, at = arm.partition("@")
-        if not rows.isdigit() or not (at == "" or at.isdigit()):
-            raise SystemExit(f"--head-arms {arm!r}: ROWS or ROWS@POOL_AT, whole numbers")
-        arms.add((int(rows), int(at) if at else None))
-    return sorted(arms, key=lambda arm: (arm[0], -1 if arm[1] is None else arm[1]))
-
-
-def head_arm_overrides(rows: int, at: int | None) -> list[str]:
-    return [f"preprocess.head_start_rows={rows}"] + ([f"preprocess.head_start_pool_at={at}"] if at is not None else [])
-
-
-def head_arm_name(rows: int, at: int | None) -> str:
-    if rows == 0 and at is None:
-        return "echoray_no_head"
-    return f"echoray_head_{rows}" + (f"_pool_at_{at}" if at is not None else "")
-
-
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--files", type=int, default=2000)
@@ -302,11 +277,6 @@ def main() -> None:
     p.add_argument("--parts", default="single,actor,compare,concurrency,index,epochs")
     p.add_argument("--name", default="input_pipeline",
                    help="results file stem; a run of some parts keeps the others' figures from the same file")
-    p.add_argument("--no-head-arm", action="store_true",
-                   help="epochs: add echoray with preprocess.head_start_rows=0 (the pool alone) as an arm")
-    p.add_argument("--head-arms", default="", metavar="ROWS[@POOL_AT],...",
-                   help="epochs: add an echoray arm for each preprocess.head_start_rows value listed "
-                        "(@POOL_AT: preprocess.head_start_pool_at)")
     p.add_argument("--dataloader", metavar="ROOT", help=argparse.SUPPRESS)
     p.add_argument("--dataloader-epochs", metavar="ROOT", help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -345,10 +315,8 @@ def main() -> None:
     if "decode_limit" in parts or "epochs" in parts:
         result["decode_limit"] = part(input_epochs.decode_limit, root)
     if "epochs" in parts:
-        cfgs = {"echoray": echoray_cfg(root)}  # the default head start (data/head_start.py)
-        for rows, at in head_arms(a):
-            cfgs[head_arm_name(rows, at)] = echoray_cfg(root, *head_arm_overrides(rows, at))
-        result["epochs"] = part(input_epochs.compare_epochs, root, cfgs, a.repeats, a.seconds)
+        result["epochs"] = part(input_epochs.compare_epochs, root, {"echoray": echoray_cfg(root)}, a.repeats,
+                                a.seconds)
     previous = RESULTS / f"{a.name}.json"  # a run of some parts keeps the others' figures
     old = json.loads(previous.read_text()) if previous.exists() else {}
     old = {k: v for k, v in old.items() if k not in ("load_avg_start", "load_avg_end", "load_avg", "provenance")}

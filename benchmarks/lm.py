@@ -79,7 +79,6 @@ SCALE = {
     # the emulated store's charge: per byte (a stable rate) or per request (a document)
     "auto_store": ("bandwidth", "bandwidth", str, False),
     "auto_name": ("lm_auto_echo", "lm_auto_echo", str, False),  # the output JSON's name (another target: another name)
-    "auto_rows_ahead": (512, 512, int, False),
     # plain: the corpus unpacked once, read in 4 KB ranges; gz: a read unit is a document
     "auto_corpus": ("plain", "plain", str, False),
     "auto_check": (3200, 800, int, False),  # fresh sequences of the calibration's check run

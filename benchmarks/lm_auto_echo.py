@@ -17,8 +17,7 @@ documents came first: 45 to 217 sequences per request over the first 800 sequenc
 seeds 0-4, and within seed 0, 55 for the 800 an e = 8 run reads against 87 for the
 3,200 of e = 1. Arms of one seed then raced against sources up to twice as fast as each
 other (benchmarks/results/lm_auto_echo.json at commit f36958f: upstream 45-146 sequences
-a second, R 3.1-12.0 per run). source.max_rows_ahead keeps the actor from reading far
-ahead of training, so a run is input-bound from its first step.
+a second, R 3.1-12.0 per run).
 The corpus is stored plain (--auto-corpus plain: the .rst.gz files unpacked into the
 work folder once), so that the read plan cuts it into source.range_bytes (4,096-byte)
 ranges of about 48 sequences, as a store of plain text serves byte ranges. Read from the
@@ -104,7 +103,7 @@ def overrides(a, c: lm_common.Corpus, factor: str, store: dict, seed: int) -> li
     budget = a.auto_budget_tokens // c.seq_len
     return [f"seed={seed}", f"echo.stage={stage}", f"echo.factor={factor}", f"echo.max_factor={MAX_FACTOR}",
             remote(store), "source.read_concurrency=1",
-            f"source.max_rows_ahead={a.auto_rows_ahead}", f"echo.shuffle_buffer={a.auto_shuffle}",
+            f"echo.shuffle_buffer={a.auto_shuffle}",
             f"train.batch_size={a.auto_batch}", f"train.target={a.auto_target}",
             f"train.max_fresh_examples={budget}",
             f"train.evals_per_epoch={lm_common.evals_for(c, a.auto_batch, budget, a.auto_evals)}",

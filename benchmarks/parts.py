@@ -16,7 +16,8 @@ Scaled to fit, said here and in docs/benchmarks/index.md:
 - Not in `make bench` (their files stay records of earlier runs, shown as "not a figure"
   until rerun by hand): Figure 4 on Fashion-MNIST (71 min), batch augmentation on
   Fashion-MNIST (29 min), the `auto` factor trace (echo.py --halving), and the one-off
-  experiments the pages describe (head-start sizes, block sizes, ...).
+  experiments the pages describe (block sizes, ...; the head start's are history, it was
+  removed).
 
 benchmarks/accelerator.py and benchmarks/control_plane.py come from issue 60's and 61's
 work; until they are on main their parts fail with "not on this commit" and the report
@@ -67,7 +68,7 @@ PARTS: tuple[Part, ...] = (
     Part("text_pipeline", (("benchmarks/lm.py", "--part", "pipeline"),), ("text_pipeline.json",), 5,
          (("benchmarks/lm.py", "--smoke", "--part", "pipeline"),), 1, "2 repeats (4 before)"),
     Part("input_pipeline", (("benchmarks/input_pipeline.py", "--files", "2000", "--repeats", "3", "--parts",
-                             "epochs", "--head-arms", "3000@1980", "--name", "input_pipeline_epochs"),),
+                             "epochs", "--name", "input_pipeline_epochs"),),
          ("input_pipeline_epochs.json",), 7,
          (("benchmarks/input_pipeline.py", "--files", "200", "--repeats", "1", "--seconds", "5", "--parts",
            "epochs", "--name", "input_pipeline_epochs"),), 1.5),

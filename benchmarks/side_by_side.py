@@ -17,7 +17,7 @@ Parts (scaled to fit a session, as recorded in the file):
 - echo_level: echo.py --r 4 --seeds 0 --factors 1,2,4 (one seed of the R = 4 level);
 - input: input_pipeline.py --parts compare --repeats 1 (echoray against a DataLoader);
 - first_batch: first_batch.py --parts digits_store --repeats --first-batch-repeats (digits
-  behind the emulated store, paced and unpaced: the first read and the first step;
+  behind the emulated store, each arm its commit's file holds: the first read and the first step;
   --first-batch-in-process: trained in process, as `echoray train` on a Ray it starts).
 """
 

@@ -1,11 +1,9 @@
 """`echoray bench-input`: the training input pipeline alone, to size actor pools and find R.
 
-It reads exactly the stream a run trained in process reads (train/early_stream.py
-`head_started`: read plan -> preprocessing actor pool: read, decode, echo, augment,
-data/pipeline.py, with the plan's first rows preprocessed in this process meanwhile
-where a head start applies, data/head_start.py) and batches it as that run's worker
-does (train.batch_size, the local shuffle buffer, drop_last), with no model, no
-workers and no MLflow run. It runs for --seconds after the first
+It reads the stream every run's workers read (data/pipeline.py `build_train_dataset`:
+read plan -> preprocessing actor pool: read, decode, echo, augment) and batches it as a
+worker does (train/early_stream.py `batch_stream`: train.batch_size, the local shuffle
+buffer, drop_last), with no model, no workers and no MLflow run. It runs for --seconds after the first
 batch (or one epoch of the read plan) and reports the rate over the second half of that:
 the lower of the rate batches arrived at and the rate the pool read rows at (or its
 busy-time capacity when the plan ends first): a backlog made while the consumer started
@@ -52,15 +50,17 @@ def bench_input(cfg: PipelineConfig, seconds: float | None, idx: SourceIndex | N
         demand = {"CPU": a.num_cpus * a.min_size, **{k: v * a.min_size for k, v in a.resources.items()}}
         require_fits(demand, "the actor pool", "; lower preprocess.actors.*")
     idx = publish_index(idx)
+    from echoray.data.pipeline import build_train_dataset
     from echoray.echo_plan import EchoPlan
     from echoray.runtime.collector import RunCollector
-    from echoray.train.early_stream import StartedStream, head_started
+    from echoray.train.early_stream import StartedStream, batch_stream
 
     collector = RunCollector.remote(cfg.echo.factor, cfg.echo.max_factor, n_train=len(idx.train_ids),
                                     max_bad_fraction=cfg.source.max_bad_fraction, start_factor=cfg.echo.auto_start())
     t0 = time.perf_counter()
-    # What a run trained in process takes (train/early_stream.py), the Dataset built in it
-    batches = StartedStream(head_started(cfg, idx, collector))
+    ds = build_train_dataset(cfg, idx, collector)  # built in the timed span, as in a run's start
+    ds.context.execution_options.preserve_order = cfg.preprocess.deterministic  # as train/trainer.py asks
+    batches = StartedStream(batch_stream(ds, cfg, 0))
     try:
         marks, produced, cpu = _consume(batches, seconds, collector)
     finally:
@@ -158,13 +158,8 @@ def after_first_rate(marks: list[tuple[float, int]]) -> float | None:
 def per_cpu_second(marks: list[tuple[float, int]], cpu: dict[str, Any]) -> dict[str, float | None]:
     """Examples per CPU-second over the second half of the time after the first batch (as
     steady_rate; from the first batch where there is no "mid" sample, a run to the plan's
-    end): of the actors alone and of actors + this process (batching, a head start's
-    decode, the shuffle buffer). None without CPU figures.
-
-    From the first batch, the window held the actors' start-up wherever the first batch
-    came before the pool's (a head start, data/head_start.py): on the ImageNet-like JPEGs,
-    20 s after the first batch, 497 images per CPU-second with a head start of 1,024 rows
-    against 581 without, the same pool doing the same work (diagnostic, 3 repeats each)."""
+    end): of the actors alone and of actors + this process (batching, the shuffle buffer).
+    None without CPU figures."""
     out: dict[str, float | None] = {"actor_cpu_s": None, "images_per_actor_cpu_s": None,
                                     "images_per_cpu_s": None}
     if "first" not in cpu or "last" not in cpu or len(marks) < 2:

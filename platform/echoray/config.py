@@ -104,13 +104,6 @@ class SourceConfig(Section):
     # DataLoader against 1.18x (benchmarks/results/input_pipeline_quiet.json, 2 cores).
     read_concurrency: PositiveInt | None = None
     """File reads each preprocessing actor keeps in flight (a thread pool); null: 16 where a read waits on a network (a URI path such as s3://, or source.remote's emulated latency), 1 for local files."""
-    # Fresh rows the preprocessing actors may read ahead of what the workers have trained
-    # (null: as far as Ray Data's memory budget goes, which on a small dataset is the whole
-    # run, read during worker start-up). Set, reading also waits for the worker group to
-    # start, so a benchmark of an input-bound run is input-bound from its first step.
-    # Raised to what the worker's buffers need (data/pipeline.py rows_ahead_floor).
-    max_rows_ahead: PositiveInt | None = None
-    """Fresh rows the actors may read ahead of what the workers trained (and reading waits for the workers); null: Ray Data's memory budget."""
     remote: RemoteEmulation = RemoteEmulation()
     """Emulated network store for benchmarks (reads sleep; runs say so)."""
     seq_len: PositiveInt = 128
@@ -249,22 +242,6 @@ class PreprocessConfig(Section):
     """Rows per Ray Data batch handed to a preprocessing actor call."""
     actors: ActorPoolConfig = ActorPoolConfig()
     """The preprocessing actor pool."""
-    # A head start (data/head_start.py): the process that reads the stream preprocesses the
-    # plan's first rows itself while the actors' processes start (about 1.5 s on 2 cores).
-    head_start_rows: Annotated[int, Field(ge=0)] | None = None
-    """Rows at the read plan's start that the reading process preprocesses itself while the actor pool starts (a run trained in process, `echoray bench-input`); null: what the reader holds before its first batch (train.batch_size, or its shuffle buffer's fill); under a worker shuffle buffer at most that fill; 0: none."""
-    # Where the pool's start-up is most of a short epoch (2 cores: 3.1 of a 1.3x epoch's 4.2
-    # CPU-s), the head can take the whole first epoch on the pool's CPUs and start the pool after.
-    head_start_pool_at: Annotated[int, Field(ge=0)] | None = None
-    """Rows the head start makes before the actor pool starts; until then the head's calls run in as many threads as the pool has CPUs. Needs preprocess.head_start_rows, at least this many; null: the pool starts at once and the head runs in one idle-priority thread."""
-
-    @model_validator(mode="after")
-    def _head_pool_at(self) -> PreprocessConfig:
-        at, rows = self.head_start_pool_at, self.head_start_rows
-        if at is not None and (rows is None or at > rows):
-            raise ValueError(f"preprocess.head_start_pool_at ({at}) needs preprocess.head_start_rows "
-                             f"at least as large (it is {rows})")
-        return self
 
 
 class EchoConfig(Section):

@@ -25,10 +25,17 @@ class ConfigError(ValueError):
 
 # Keys that were removed or renamed: dotted key -> what to use instead. One row per key, sorted.
 REMOVED_KEYS: dict[str, str] = {
+    "preprocess.head_start_pool_at": "the head start is gone with preprocess.head_start_rows: every run reads "
+                                     "the preprocessing actors' stream, as Ray Train workers on a cluster do; "
+                                     "drop the key",
+    "preprocess.head_start_rows": "the head start is gone: every run reads the preprocessing actors' stream, "
+                                  "as Ray Train workers on a cluster do; drop the key",
     "scaling.in_process": "renamed scaling.local_mode: Ray Train's local mode, the same values",
     "search.share_preprocessing": "shared preprocessing across trials is gone: it served only one-CPU-worker "
                                   "trials, never multi-worker or GPU trials on a cluster; every trial reads its "
                                   "own stream (docs/how-to/search.md)",
+    "source.max_rows_ahead": "read pacing is gone: Ray Data's backpressure (its object store budget) bounds "
+                             "how far the actors read ahead; drop the key",
 }
 
 

@@ -10,22 +10,19 @@ from mlflow.tracking import MlflowClient
 import echoray.api
 from helpers import REPO
 
-# Training that lasts seconds whatever the CPU: reads take 10 ms each, one at a time,
-# and may run only source.max_rows_ahead rows ahead of training (raised to its floor,
-# data/pipeline.py rows_ahead_floor: 8 batches + the 128-row shuffle buffer + 2 calls of
-# 64 = 768 rows). So the last 256 of the 1,024 reads wait for steps: >= 2.56 s of
-# training, 5 driver polls (measured: 256 reads before the first step, 9.2 s of training,
-# 18 lines; the same with both cores busy). Unpaced, 16 digits steps can end inside one heartbeat
-# (train/loop.py HEARTBEAT_S 0.5 s) and no line is printed.
-PACED = {"source.remote.latency_ms": 10, "source.read_concurrency": 1, "source.max_rows_ahead": 1,
-         "echo.shuffle_buffer": 128, "preprocess.batch_size": 64}
+# Training that lasts seconds whatever the CPU: reads take 10 ms each, one at a time, so
+# the 1,024 reads take >= 10 s, and the steps, faster, wait for them once the worker has
+# taken what was read while it started. Unpaced by the store, 16 digits steps can end
+# inside one heartbeat (train/loop.py HEARTBEAT_S 0.5 s) and no line is printed.
+SLOW_READS = {"source.remote.latency_ms": 10, "source.read_concurrency": 1,
+              "echo.shuffle_buffer": 128, "preprocess.batch_size": 64}
 
 
 def test_api_train_returns_the_summary_and_logs_progress(local_ray, tmp_path, sqlite_uri, capsys):
     out = tmp_path / "run"
     summary = echoray.api.train(REPO / "pipelines" / "digits.yaml", overrides={
         "tracking.uri": sqlite_uri, "tracking.experiment": "api", "source.limit": 512, "train.max_epochs": 2,
-        "train.target": None, "train.log_every_s": 0.2, **PACED}, out=out)
+        "train.target": None, "train.log_every_s": 0.2, **SLOW_READS}, out=out)
     assert ray.is_initialized()  # the caller's Ray is left as found
     assert summary == json.loads((out / "summary.json").read_text())
     assert summary["fresh_examples"] == summary["trained_examples"] == 2 * (512 // 64) * 64

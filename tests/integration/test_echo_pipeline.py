@@ -129,15 +129,13 @@ def test_auto_factor_adapts_toward_measured_r_and_is_logged(run_pipeline, sqlite
     # Reads of 16 samples wait 120 ms, one at a time: about 130 fresh examples/s against a
     # train step several times faster, so the run is input-bound and auto echo should climb.
     # (With 16 reads in flight, the default, their latencies overlap and R is about 1.)
-    # source.max_rows_ahead keeps the reads from running ahead while the workers start, and
-    # the worker echoes each row as it takes it (train/consumption_echo.py), so the factor
+    # The worker echoes each row as it takes it (train/consumption_echo.py), so the factor
     # applies from the first measurement on: two epochs of 1024 (~15 s of reads) suffice.
     # echo.start_factor 1 (the default is the cap): the worker eats its first pool at e = 1
     # and runs dry, so echo.fill_waits must train spare copies (asserted below). At the
     # default start it trained none here: that the setting reaches the run is shown too.
     overrides = ["train.target=null", "source.limit=1024", "train.max_epochs=2", "echo.stage=after_augment",
                  "echo.factor=auto", "echo.start_factor=1", "echo.max_factor=4", "source.chunk_size=16",
-                 "source.max_rows_ahead=1",
                  "source.remote={latency_ms: 120}", "source.read_concurrency=1", "audit.enabled=true"]
     summary, audit = run_pipeline(None, *overrides, name="auto")
     assert summary["measured_R"] > 2.0

@@ -57,8 +57,7 @@ def frozen(s3):
 def reads_from_store(s3_data):
     """160 train images (200 rows, 20% held out) read from the bucket; checkpoints in the run folder."""
     return 160, ["--set", "source.kind=parquet", "--set", f"source.path={s3_data['parquet'][1]}",
-                 "--set", "source.limit=160", "--set", "source.max_rows_ahead=32",
-                 "--set", "source.remote.latency_ms=150"]
+                 "--set", "source.limit=160", "--set", "source.remote.latency_ms=150"]
 
 
 def checkpoints_to_store(runs):

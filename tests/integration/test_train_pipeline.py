@@ -141,9 +141,8 @@ def test_pipeline_reads_the_right_pixels_for_each_sample_id(local_ray, tmp_path)
 def test_each_actor_call_leaves_the_actor_as_its_own_block(local_ray, monkeypatch, floor):
     """A read-plan block of many actor calls reaches the consumer as one block per call,
     not one per task (data/output_blocks.py): digits over 2 epochs, 16-sample chunks, 8
-    chunks a call, plan blocks of 45 chunks (the first eight of 8: four kept for a head
-    start's fill of the worker's 512-row shuffle buffer, head_block_count, and four for the
-    pool's, first_block_count): with no floor on a block's size, output blocks = calls
+    chunks a call, plan blocks of 45 chunks (the first four of 8: the fill of the worker's
+    512-row shuffle buffer, first_block_count): with no floor on a block's size, output blocks = calls
     exactly; with the 1 MiB floor, one block per plan block (a task's 720 rows are 219 KB);
     every row of both epochs exactly once."""
     import math
@@ -152,7 +151,6 @@ def test_each_actor_call_leaves_the_actor_as_its_own_block(local_ray, monkeypatc
     from echoray.data.pipeline import (
         build_train_dataset,
         first_block_count,
-        head_block_count,
         plan_block_chunks,
     )
     from echoray.data.plan import block_starts
@@ -164,11 +162,11 @@ def test_each_actor_call_leaves_the_actor_as_its_own_block(local_ray, monkeypatc
     n_chunks = math.ceil(len(idx.train_ids) / 16)
     planned = 2 * n_chunks
     block = plan_block_chunks(planned, 1)
-    n_first = head_block_count(cfg, 8 * 16) + first_block_count(cfg, 8 * 16)
+    n_first = first_block_count(cfg, 8 * 16)
     starts = block_starts(planned, block, 8, n_first)
     sizes = np.diff([*starts, planned])
     calls = int(sum(math.ceil(s / 8) for s in sizes))
-    assert block == 45 and n_first == 8 and list(sizes[:9]) == [8] * 8 + [45] and calls > len(sizes)
+    assert block == 45 and n_first == 4 and list(sizes[:5]) == [8] * 4 + [45] and calls > len(sizes)
     ds = build_train_dataset(cfg, idx).materialize()
     assert ds.num_blocks() == (calls if floor == 0 else len(sizes))
     rows = ds.take_all()

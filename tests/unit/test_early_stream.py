@@ -4,9 +4,7 @@ order and end are kept."""
 
 import threading
 
-import pytest
-
-from echoray.train.early_stream import StartedStream, in_idle_thread
+from echoray.train.early_stream import StartedStream
 
 
 def eventually(condition, timeout_s: float = 10.0) -> bool:
@@ -102,51 +100,3 @@ def test_an_error_in_the_stream_reaches_the_consumer():
         assert "part-1.txt" in str(exc)
     else:
         raise AssertionError("the stream's error was lost")
-
-
-def test_an_idle_thread_hands_over_its_items_in_order_at_the_lowest_priority():
-    """in_idle_thread: every item, in order, made in one other thread at nice 19 (the head
-    start's decode takes only CPU nothing else wants); an error reaches the consumer."""
-    import os
-
-    made_in = []
-
-    def items():
-        for i in range(5):
-            made_in.append((threading.get_native_id(), os.getpriority(os.PRIO_PROCESS, threading.get_native_id())))
-            yield {"i": i}
-
-    assert [b["i"] for b in in_idle_thread(items())] == [0, 1, 2, 3, 4]
-    assert len({tid for tid, _ in made_in}) == 1 and made_in[0][0] != threading.get_native_id()
-    assert {nice for _, nice in made_in} == {19}
-    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) != 19  # the consumer's own stays
-
-    def broken():
-        yield {"i": 0}
-        raise ValueError("undecodable: a.jpg")
-
-    got = in_idle_thread(broken())
-    assert next(got) == {"i": 0}
-    with pytest.raises(ValueError, match="a.jpg"):
-        next(got)
-
-
-def test_an_idle_thread_closed_by_its_consumer_makes_no_more_items():
-    made = []
-    gates = [threading.Event() for _ in range(10)]
-
-    def items():
-        for i in range(10):
-            gates[i].wait(10)
-            made.append(i)
-            yield {"i": i}
-
-    gates[0].set()
-    gates[1].set()
-    got = in_idle_thread(items())
-    assert [next(got)["i"], next(got)["i"]] == [0, 1]
-    got.close()
-    for g in gates:
-        g.set()
-    assert eventually(lambda: not any(t.name == "echoray-head-start" for t in threading.enumerate()))
-    assert made == [0, 1, 2]  # the one it was making when closed, then none

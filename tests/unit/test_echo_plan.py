@@ -113,12 +113,12 @@ def test_plan_attributes(stage, factor, on, ops, site, actor_factor, per_copy, b
 @pytest.mark.parametrize("stage, factor, on, ops, site, actor_factor, per_copy, by_fresh", TABLE)
 def test_actor_record_follows_the_plan(stage, factor, on, ops, site, actor_factor, per_copy, by_fresh):
     cfg = config(stage, factor, on, ops)
-    args = preprocess_args(cfg, idx=None, collector="c", consumed={}, max_ahead=7)
+    args = preprocess_args(cfg, idx=None, collector="c", consumed={})
     assert (args.echo_before_augment, args.echo_after_augment) == (site == "actor_before", site == "actor_after")
     assert args.echo_factor == actor_factor
     assert args.ops == (cfg.preprocess.augment.ops if on == "cpu" else None)
     assert (args.chunk_size, args.remote, args.seed) == (cfg.source.chunk_size, cfg.source.remote, cfg.seed)
-    assert (args.collector, args.consumed, args.max_ahead) == ("c", None, 7)  # an empty log is no log
+    assert (args.collector, args.consumed) == ("c", None)  # an empty log is no log
 
 
 def test_stage_rules():
@@ -174,28 +174,9 @@ def test_steps_per_epoch_are_counted_at_the_schedule_factor(stage, factor, sched
     assert plan.steps_per_shard_epoch(32, 1000, 2, factor=1.0) == 15  # the fewest an epoch can take
 
 
-def test_rows_ahead_floor_holds_the_consumption_pool_behind_the_shuffle_buffer():
-    """A worker that echoes at consumption time keeps a local shuffle buffer and, behind it,
-    its echo pool (at e = 1 every pool row is fresh and untrained): where the pool must be
-    full before a batch (echo.fill_waits off), source.max_rows_ahead's floor counts both, or
-    the actors wait for room the buffers can never give back."""
-    from echoray.data.pipeline import rows_ahead_floor
-
-    base = {"train": {"batch_size": 16}, "preprocess": {"augment": {"on": "cpu"}}}
-    fixed = PipelineConfig.model_validate({**base, "echo": {"stage": "after_augment", "factor": 4.0, "shuffle_buffer": 256}})
-    auto = PipelineConfig.model_validate({**base, "echo": {"stage": "after_augment", "factor": "auto", "shuffle_buffer": 256}})
-    assert not EchoPlan.from_config(fixed).at_consumption and EchoPlan.from_config(auto).at_consumption
-    block_rows, actors = 64, auto.preprocess.actors.max_size
-    assert rows_ahead_floor(fixed, block_rows) == 256 + 8 * 16 + 2 * block_rows * actors
-    # fill_waits (the default) trains from whatever the pool holds: it need not fill to run
-    assert rows_ahead_floor(auto, block_rows) == 256 + 8 * 16 + 2 * block_rows * actors
-    blocking = auto.model_copy(update={"echo": auto.echo.model_copy(update={"fill_waits": False})})
-    assert rows_ahead_floor(blocking, block_rows) == 2 * 256 + 8 * 16 + 2 * block_rows * actors
-
-
 def test_a_blocks_rows_are_the_split_over_its_chunks():
-    """rows_ahead_floor's two map tasks per actor, in rows: a text chunk is a read unit of
-    many sequences, an image chunk source.chunk_size ids (the last one short)."""
+    """A block's rows (first_block_count's unit): a text chunk is a read unit of many
+    sequences, an image chunk source.chunk_size ids (the last one short)."""
     from types import SimpleNamespace
 
     import numpy as np

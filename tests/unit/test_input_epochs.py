@@ -12,7 +12,7 @@ from helpers import load_benchmark
 
 epochs = load_benchmark("input_epochs")
 
-ARMS = ["dataloader", "echoray", "echoray_no_head"]
+ARMS = ["dataloader", "echoray", "echoray_b"]
 
 
 def test_over_as_many_repeats_as_arms_each_arm_holds_each_place_once():
@@ -20,7 +20,7 @@ def test_over_as_many_repeats_as_arms_each_arm_holds_each_place_once():
     assert all(sorted(o) == sorted(ARMS) for o in orders)  # every arm runs in every repeat
     for place in range(len(ARMS)):
         assert sorted(o[place] for o in orders) == sorted(ARMS)
-    assert orders[0] == ARMS and orders[1] == ["echoray", "echoray_no_head", "dataloader"]
+    assert orders[0] == ARMS and orders[1] == ["echoray", "echoray_b", "dataloader"]
 
 
 def test_two_arms_alternate_as_before():
@@ -36,8 +36,8 @@ def test_over_a_full_rotation_the_arms_keep_their_cyclic_neighbours():
             follows[(a, b)] += 1
     # a rotation of a, b, c gives a-b, b-c and c-a twice each, and no reversed pair: an arm
     # always runs after the same one, whose processes have wound down (settled_load) first
-    assert follows[("dataloader", "echoray")] == follows[("echoray", "echoray_no_head")] == 2
-    assert follows[("echoray_no_head", "dataloader")] == 2
+    assert follows[("dataloader", "echoray")] == follows[("echoray", "echoray_b")] == 2
+    assert follows[("echoray_b", "dataloader")] == 2
     assert sum(follows.values()) == 6
 
 

@@ -8,7 +8,6 @@ import numpy as np
 from echoray.config_load import load_config
 from echoray.data.output_blocks import (
     DEFAULT_TARGET,
-    GENERATOR_BUFFER_BLOCKS,
     MIN_BLOCK_BYTES,
     apply_block_target,
     call_block_target,
@@ -47,17 +46,15 @@ def test_the_pipeline_target_follows_what_leaves_the_actor():
     assert pipeline_block_target(digits, _idx("text", None, 1), 8) is None
 
 
-def test_a_block_target_comes_with_a_longer_generator_buffer_and_none_keeps_ray_datas_defaults():
-    """The attribute is Ray Data's own (a misspelt one would be a new attribute read by nobody):
-    its default is 2, the target sets 4 with the block size, and text changes neither."""
+def test_a_block_target_sets_ray_datas_block_size_and_none_keeps_its_default():
+    """The attribute is Ray Data's own public one (a misspelt one would be a new attribute
+    read by nobody): its default is DEFAULT_TARGET, and text leaves it there."""
     from ray.data import DataContext
 
     ctx = DataContext()
-    assert ctx._max_num_blocks_in_streaming_gen_buffer == 2
     assert ctx.target_max_block_size == DEFAULT_TARGET
     apply_block_target(ctx, None)
-    assert (ctx._max_num_blocks_in_streaming_gen_buffer, ctx.target_max_block_size) == (2, DEFAULT_TARGET)
+    assert ctx.target_max_block_size == DEFAULT_TARGET
     target = call_block_target(64, 224, 3)
     apply_block_target(ctx, target)
-    assert GENERATOR_BUFFER_BLOCKS == 4
-    assert (ctx._max_num_blocks_in_streaming_gen_buffer, ctx.target_max_block_size) == (4, target)
+    assert ctx.target_max_block_size == target

@@ -227,7 +227,7 @@ from echoray.data.stages import Preprocess
 cfg = load_config("pipelines/imagenet_resnet50.yaml", ["source.path={jpeg_root}", "source.eval_path=null",
                   "source.holdout_fraction=0.25", "source.chunk_size=4"])
 idx = index_source(cfg.source)
-actor = Preprocess(preprocess_args(cfg, idx, None, None, None))
+actor = Preprocess(preprocess_args(cfg, idx, None, None))
 rows = next(actor({{"epoch": np.zeros(2, np.int64), "chunk": np.arange(2)}}))
 print(rows["image"].shape, actor.first, "torch" in sys.modules)
 """

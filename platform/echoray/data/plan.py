@@ -110,28 +110,19 @@ def plan_rows(seed: int, epochs: int, n_chunks: int, first_epoch: int = 0) -> di
 
 
 def read_plan(seed: int, epochs: int, n_chunks: int, block_chunks: int = 4096,
-              first_epoch: int = 0, first_chunks: int | None = None, n_first: int = 0,
-              skip_chunks: int = 0, keep_boundaries: bool = False) -> list[dict]:
+              first_epoch: int = 0, first_chunks: int | None = None, n_first: int = 0) -> list[dict]:
     """Blocks of {"epoch", "chunk"} rows covering passes first_epoch..epochs-1, in epoch order
     (a block may span the end of one epoch and the start of the next); the first
-    `n_first` blocks hold `first_chunks` chunks each (block_starts). The plan's first
-    `skip_chunks` rows are left out (a head start reads them elsewhere: data/head_start.py):
-    the blocks are cut after them, or with `keep_boundaries` where the whole plan's are
-    (then skip_chunks must end a block: ValueError otherwise).
+    `n_first` blocks hold `first_chunks` chunks each (block_starts).
 
     A run restored from a checkpoint starts at its first unfinished epoch; every
     epoch's order depends only on (seed, epoch), so the replayed epochs are the same.
     """
     rows = plan_rows(seed, epochs, n_chunks, first_epoch)
-    cut = 0 if keep_boundaries else skip_chunks
-    epoch, chunk = rows["epoch"][cut:], rows["chunk"][cut:]
-    if len(chunk) <= skip_chunks - cut:
+    epoch, chunk = rows["epoch"], rows["chunk"]
+    if not len(chunk):
         return []
     starts = block_starts(len(chunk), block_chunks, first_chunks, n_first)
-    if keep_boundaries and skip_chunks:
-        if skip_chunks not in starts:
-            raise ValueError(f"skip_chunks {skip_chunks} does not end a plan block (blocks start at {starts[:8]}...)")
-        starts = starts[starts.index(skip_chunks):]
     ends = [*starts[1:], len(chunk)]
     return [{"epoch": epoch[s:t], "chunk": chunk[s:t]} for s, t in zip(starts, ends, strict=True)]
 

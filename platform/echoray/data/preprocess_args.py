@@ -31,12 +31,10 @@ class PreprocessArgs:
     echo_factor: float | str = 1.0  # the factor of the actor's echo ("auto": the collector's)
     collector: Any = None  # the run's RunCollector handle; None: no reports (in process)
     consumed: dict[int, np.ndarray] | None = None  # a restored run: rows its steps already took
-    max_ahead: int | None = None  # source.max_rows_ahead (effective), or None
-    in_pool: bool = True  # False: a head start in the reading process (its reads count, not its rate)
 
 
 def preprocess_args(cfg: PipelineConfig, idx: SourceIndex, collector: Any = None,
-                    consumed: dict[int, np.ndarray] | None = None, max_ahead: int | None = None) -> PreprocessArgs:
+                    consumed: dict[int, np.ndarray] | None = None) -> PreprocessArgs:
     """The actor's record for this config: augmentation only when preprocess.augment.on is
     cpu, the echo only where the echo plan puts it in the actor."""
     plan = EchoPlan.from_config(cfg)
@@ -45,5 +43,5 @@ def preprocess_args(cfg: PipelineConfig, idx: SourceIndex, collector: Any = None
         idx=idx, chunk_size=cfg.source.chunk_size, remote=cfg.source.remote,
         ops=aug.ops if aug.on == "cpu" else None, seed=cfg.seed,
         echo_before_augment=plan.in_actor_before_augment, echo_after_augment=plan.in_actor_after_augment,
-        echo_factor=plan.actor_factor, collector=collector, consumed=consumed or None, max_ahead=max_ahead,
+        echo_factor=plan.actor_factor, collector=collector, consumed=consumed or None,
     )

@@ -31,8 +31,6 @@ from echoray.data.sources.base import SourceError, read_skipping
 from echoray.runtime.collector_feed import CollectorFeed
 from echoray.seeds import STREAM_AUGMENT, mix, to_int63
 
-STALE_S = 1.0
-
 
 def emulated_network_wait(remote: RemoteEmulation, n_requests: int, n_bytes: int, concurrency: int = 1) -> float:
     """Seconds a remote store would keep us waiting: per-request latency + transfer time.
@@ -58,11 +56,10 @@ def augment_keys(seed: int, batch: dict[str, np.ndarray], per_copy: bool) -> np.
     return mix(seed, STREAM_AUGMENT, batch["epoch"], batch["sample_id"], copy, 0, 0)
 
 
-def augmenter(ops: list[AugmentOp], first: int, one_thread: bool = True) -> Callable[..., np.ndarray]:
+def augmenter(ops: list[AugmentOp], first: int) -> Callable[..., np.ndarray]:
     """augment_batch for uint8 numpy batches: data/augment_np.py's when it has every op
     (the actor then never imports torch: 1.4 s of its start), else data/augment.py's, with
-    torch on one thread where `one_thread` (an actor; not a head start in a training
-    process, whose threads the run sets)."""
+    torch on one thread (an actor's CPU)."""
     from echoray.data import augment_np
 
     if augment_np.handles(ops, first):
@@ -71,8 +68,7 @@ def augmenter(ops: list[AugmentOp], first: int, one_thread: bool = True) -> Call
 
     from echoray.data.augment import augment_batch
 
-    if one_thread:
-        torch.set_num_threads(1)
+    torch.set_num_threads(1)
     return lambda images, keys, ops, first: augment_batch(torch.from_numpy(images), keys, ops, first).numpy()
 
 
@@ -97,13 +93,11 @@ class Preprocess:
             from echoray.data.full_crop import decoded_ops
 
             self.first = decoded_ops(self.ops, per_copy=self.echo_before)
-        self._augment = augmenter(self.ops, self.first, one_thread=args.in_pool) if self.ops is not None else None
+        self._augment = augmenter(self.ops, self.first) if self.ops is not None else None
         self.auto = args.echo_factor == "auto"
         self.factor = 1.0 if self.auto else float(args.echo_factor)
         self.collector = args.collector
         self.consumed = args.consumed  # a restored run: rows its steps already took (data/replay.py)
-        self.max_ahead = args.max_ahead  # source.max_rows_ahead (effective), or None
-        self.in_pool = args.in_pool
         self.first_read: float | None = None
         self.actor = f"{os.uname().nodename}:{os.getpid()}"
         # the collector off the data path: reports batched, the live factor and the run's
@@ -211,28 +205,7 @@ class Preprocess:
         if len(rows["sample_id"]):  # a block emptied by a replay or bad files is left out:
             yield rows  # Arrow cannot type an empty image column (it would pickle it)
 
-    def _wait_for_room(self) -> None:
-        """source.max_rows_ahead: wait (not busy time) until the worker group has started
-        and fewer than max_ahead fresh rows are read but not trained. The count comes from
-        heartbeats, which a worker blocked on its input cannot send: when it has not moved
-        for STALE_S the call goes ahead (the worker is waiting for exactly these rows)."""
-        if not self.max_ahead or self.collector is None:
-            return
-        import ray
-
-        last, since = None, time.monotonic()
-        while True:
-            ahead = ray.get(self.collector.rows_ahead.remote())
-            if ahead is not None and ahead < self.max_ahead:
-                return
-            if ahead != last:
-                last, since = ahead, time.monotonic()
-            elif ahead is not None and time.monotonic() - since >= STALE_S:
-                return
-            time.sleep(0.02)
-
     def _process(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        self._wait_for_room()
         t0 = time.perf_counter()
         rows = self.read(batch)
         n_read = len(rows["sample_id"])
@@ -251,9 +224,6 @@ class Preprocess:
         return rows
 
     def _report(self, up_rows: int, up_s: float, down_rows: int, down_s: float) -> None:
-        if not self.in_pool:  # a head start: its reads count; its time is not the pool's rate
-            self.feed.reads(up_rows, up_s)
-            return
         self.feed.stage("upstream", up_rows, up_s, reads=up_rows)
         if down_rows:
             self.feed.stage("downstream", down_rows, down_s)

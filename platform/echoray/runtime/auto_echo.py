@@ -14,9 +14,9 @@ An actor's report covers its calls since its last, one every 0.5 s at most
 every window set e at most once per call (a run that reached its target after 28 s of
 training trained at e = 1 for its first 10 s), and one call's rate swung the window R
 between 3 and 16 where the run's was 8. Starvation: the actors' busy time leaves out
-what passes between their calls (scheduling, the read-ahead gate, a call's rows leaving
-as one block), so the busy-time R can understate what the workers see: on the text
-benchmark, while source.max_rows_ahead's floor held calls back, the actors' busy rate at
+what passes between their calls (scheduling, a call's rows leaving as one
+block), so the busy-time R can understate what the workers see: on the text
+benchmark, while read pacing (since removed) held calls back, the actors' busy rate at
 e = 1 was 131-171 sequences/s while the workers trained 98-111 fresh a second, and e = 8
 stepped 5.6x as fast as e = 1 where the busy-time R read 4.8
 (benchmarks/results/lm_auto_echo.json at commit 7a0aa61). So a window is read by what the workers did

@@ -10,9 +10,7 @@ The decisions are pure parts it only hosts, each with its own unit test:
 - runtime/epoch_ledger.py: which epoch records are final (checkpoints, restarts, replays);
 - runtime/auto_echo.py: `echo.factor: auto`'s control law over runtime/throughput.py's
   live figures (R, the factor and its history);
-- runtime/bad_examples.py: the budget of undecodable training examples;
-- read-ahead: `rows_ahead`, the fresh rows read but not yet trained that
-  source.max_rows_ahead bounds.
+- runtime/bad_examples.py: the budget of undecodable training examples.
 What is left here is the run's liveness (last progress, first step and read, worker
 groups started and recovered, failures, the abort flag) and the audit rows. Errors that a
 retry cannot fix (bad data) are recorded by `fatal` so the driver stops at once.
@@ -73,9 +71,7 @@ class RunCollector:
         return {"factor": self.echo.factor, "started": self.first_step_at is not None, "fatal": self.fatal_error}
 
     def _count_reads(self, reads: int, began: float | None) -> None:
-        """Rows read from the source, the first of them begun at `began` (wall clock). A
-        head start's reads count alone: its time, in a thread at nice 19, is not the pool's
-        rate (R sums the rates of the actors that report a stage)."""
+        """Rows read from the source, the first of them begun at `began` (wall clock)."""
         self.source_reads += reads
         if self.first_read_at is None and reads:
             self.first_read_at = began
@@ -88,13 +84,6 @@ class RunCollector:
 
     def echo_factor(self) -> float:
         return self.echo.factor
-
-    def rows_ahead(self) -> int | None:
-        """Fresh rows read but not yet trained (None until a worker group has started):
-        what source.max_rows_ahead bounds."""
-        if not self.attempts:
-            return None
-        return self.source_reads - sum(beat.fresh for beat in self.workers.values())
 
     def _bad_images(self, items: list[tuple[int, str, str]]) -> None:
         """Undecodable training files (id, file, reason): skipped while they stay within
@@ -130,7 +119,7 @@ class RunCollector:
         self.workers[beat.rank] = beat
         if self.first_step_at is None and beat.steps > 0:
             self.first_step_at = now
-            self.reads_at_first_step = self.source_reads  # the head start the pipeline had
+            self.reads_at_first_step = self.source_reads  # what the pipeline read before training began
         if self.recoveries and self.recoveries[-1]["first_step_at"] is None \
                 and beat.steps > self.recoveries[-1]["steps"]:
             self.recoveries[-1]["first_step_at"] = now

@@ -146,7 +146,7 @@ class CollectorFeed:
         self.reads(reads, busy_s)
 
     def reads(self, rows: int, busy_s: float = 0.0) -> None:
-        """Rows read from the source, begun busy_s ago (a stage's, or a head start's alone)."""
+        """Rows read from the source by a stage, begun busy_s ago."""
         self.batch.add_reads(rows, self.wall() - busy_s)
         self._poll()
 

@@ -10,10 +10,8 @@ This module stays import-light (no torch) for that reason.
 
 from __future__ import annotations
 
-import dataclasses
-import itertools
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 
 from echoray.config import PipelineConfig
@@ -56,132 +54,6 @@ def batch_stream(data, cfg: PipelineConfig, group: int) -> Iterable[dict]:
     return shuffled_batches(blocks, cfg.train.batch_size, buffer, seed)
 
 
-def head_started(cfg: PipelineConfig, idx, collector=None, first_epoch: int = 0, consumed=None,
-                 group: int = 0) -> Iterator[dict]:
-    """A reading process's batches of the run's plan (first_epoch on, without `consumed`):
-    with a head start (data/head_start.py) the plan's first rows preprocessed here while
-    the actor pool starts on the rest, else batch_stream over the whole plan's Dataset.
-    The same batches either way (with the stream in plan order, preprocess.deterministic),
-    through the same seeded shuffle buffer; the Dataset is built at the first next()."""
-    from echoray.data.head_start import (
-        head_rows,
-        head_start_chunks,
-        head_threads,
-        preprocess_calls,
-        threaded_calls,
-    )
-    from echoray.data.pipeline import build_train_dataset
-    from echoray.data.plan import chunks_per_call
-    from echoray.data.preprocess_args import preprocess_args
-    from echoray.data.shuffle_buffer import rows_before_first_batch, shuffled_batches
-    from echoray.data.stages import Preprocess
-
-    chunks = head_start_chunks(cfg, idx, first_epoch)
-    ds = build_train_dataset(cfg, idx, collector, first_epoch, consumed, head_chunks=chunks)
-    ds.context.execution_options.preserve_order = cfg.preprocess.deterministic  # as train/trainer.py asks
-    if not chunks:
-        yield from batch_stream(ds, cfg, group)
-        return
-    # The pool starts in StartedStream's thread: now, or once the head has made
-    # preprocess.head_start_pool_at rows. Its blocks come whole, cut below, and its later
-    # blocks are pulled when needed: a pull ahead made closing wait for a block no one
-    # wanted (digits behind the store, a 900-chunk plan block's next MiB: 6 s at a run's end).
-    rest = DeferredStream(lambda: StartedStream(
-        ds.iter_batches(batch_size=None, batch_format="numpy", prefetch_batches=0), ahead=False))
-    pool_at = cfg.preprocess.head_start_pool_at
-    try:
-        args = dataclasses.replace(preprocess_args(cfg, idx, collector, consumed), in_pool=False)
-        plan, per_call = head_rows(cfg, idx, first_epoch, chunks), chunks_per_call(cfg)
-        buffer = stream_buffer_rows(cfg)
-        if pool_at is None:
-            rest.start()
-            calls = preprocess_calls(Preprocess(args), plan, per_call)
-            # the first batch's rows (with a shuffle buffer, its fill) at this thread's priority
-            first = _rows_for(calls, rows_before_first_batch(buffer, cfg.train.batch_size))
-            head = itertools.chain(first, in_idle_thread(calls))
-        else:  # the head on the pool's CPUs until it has made pool_at rows
-            head = _start_after(threaded_calls(lambda: Preprocess(args), plan, per_call, head_threads(cfg)),
-                                pool_at, rest.start)
-        blocks = itertools.chain(head, rest)
-        yield from shuffled_batches(blocks, cfg.train.batch_size, buffer, derive_seed(cfg.seed, STREAM_SAMPLER, group))
-    finally:
-        rest.close()
-
-
-def _start_after(blocks: Iterator[dict], rows: int, start: Callable[[], None]) -> Iterator[dict]:
-    """`blocks` handed on, start() called once they have held `rows` rows (before the first
-    block where rows is 0; never where they hold fewer)."""
-    made = 0
-    if rows <= 0:
-        start()
-    for block in blocks:
-        yield block
-        made += len(block["sample_id"])
-        if made >= rows:
-            start()
-
-
-class DeferredStream:
-    """A StartedStream made by `make` at start() or at the first iteration, whichever is
-    first; close() closes it if it was made."""
-
-    def __init__(self, make: Callable[[], StartedStream]):
-        self._make, self._stream = make, None
-
-    def start(self) -> None:
-        if self._stream is None:
-            self._stream = self._make()
-
-    def __iter__(self) -> Iterator[dict]:
-        self.start()
-        yield from self._stream
-
-    def close(self) -> None:
-        if self._stream is not None:
-            self._stream.close()
-
-
-def _rows_for(blocks: Iterator[dict], n: int) -> list[dict]:
-    """Blocks taken from `blocks` until they hold `n` rows (or it ends)."""
-    taken: list[dict] = []
-    while sum(len(b["sample_id"]) for b in taken) < n and (block := next(blocks, None)) is not None:
-        taken.append(block)
-    return taken
-
-
-def in_idle_thread(items: Iterable[dict], nice: int = 19) -> Iterator[dict]:
-    """`items` made in a thread of its own at the lowest CPU priority (Linux: a thread's
-    nice value), handed over as they come; closed, the thread makes no more."""
-    import os
-    import queue
-
-    q: queue.Queue = queue.Queue()
-    end, stop = object(), threading.Event()
-
-    def run() -> None:
-        try:
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
-        except OSError:
-            pass
-        try:
-            for item in items:
-                if stop.is_set():  # the consumer closed: make no more
-                    return
-                q.put(item)
-            q.put(end)
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the consumer
-            q.put(exc)
-
-    threading.Thread(target=run, name="echoray-head-start", daemon=True).start()
-    try:
-        while (item := q.get()) is not end:
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-
-
 def start_worker_stream(config: dict) -> StartedStream | None:
     """In a Ray Train worker: its shard's stream, started. None in grouped batch augmentation,
     where only a group's first worker reads (train/groups.py decides after torch loads)."""
@@ -198,12 +70,10 @@ def start_worker_stream(config: dict) -> StartedStream | None:
 class StartedStream:
     """An iterable whose first item is asked for at once, in a thread, and each next one as
     soon as the one before is handed out (one in flight); `poll()` says whether it is here,
-    so a consumer can train on while it comes (echo.fill_waits). With `ahead=False` only the
-    first item is asked for ahead (which starts the stream), the rest at each next()."""
+    so a consumer can train on while it comes (echo.fill_waits)."""
 
-    def __init__(self, batches: Iterable[dict], ahead: bool = True):
+    def __init__(self, batches: Iterable[dict]):
         self._it = iter(batches)
-        self._ahead = ahead
         self._next: Future | None = self._ask()
 
     def _ask(self) -> Future:
@@ -235,8 +105,7 @@ class StartedStream:
                 item = next(self._it, None)
             if item is None:
                 return
-            if self._ahead:
-                self._next = self._ask()  # the next one comes while this one trains
+            self._next = self._ask()  # the next one comes while this one trains
             yield item
 
     def close(self) -> None:

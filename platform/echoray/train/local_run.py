@@ -13,7 +13,6 @@ import numpy as np
 import torch
 
 from echoray.config import PipelineConfig
-from echoray.data.head_start import preprocess_calls
 from echoray.data.plan import chunks_per_call, plan_chunks, read_plan
 from echoray.data.preprocess_args import preprocess_args
 from echoray.data.sources import SourceIndex
@@ -60,9 +59,11 @@ def preprocessed_blocks(cfg: PipelineConfig, idx: SourceIndex, first_epoch: int 
                         consumed: dict[int, np.ndarray] | None = None) -> Iterator[dict[str, np.ndarray]]:
     """The rows the Ray Data stage would emit, block by block, in read-plan order."""
     stage = Preprocess(preprocess_args(cfg, idx, consumed=consumed))
+    per_call = chunks_per_call(cfg)
     for plan in read_plan(cfg.seed, cfg.train.max_epochs, plan_chunks(idx, cfg.source.chunk_size),
                           first_epoch=first_epoch):
-        yield from preprocess_calls(stage, plan, chunks_per_call(cfg))
+        for start in range(0, len(plan["chunk"]), per_call):  # one actor call's rows at a time
+            yield from stage({k: v[start : start + per_call] for k, v in plan.items()})
 
 
 def local_loop(cfg: PipelineConfig, idx: SourceIndex, collector: LocalCollector | None = None,

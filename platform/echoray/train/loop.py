@@ -162,8 +162,7 @@ class WorkerLoop:
         self.t_start = time.time()
         self.t_first: float | None = None
         self._last_beat = 0.0
-        # source.max_rows_ahead paces the source by the fresh counts heartbeats carry: every step
-        self.beat_every = 0.0 if cfg.source.max_rows_ahead else HEARTBEAT_S
+        self.beat_every = HEARTBEAT_S
 
     # --- setup and restore ---
     def setup(self) -> None:
@@ -369,8 +368,7 @@ class WorkerLoop:
         )
 
     def heartbeat(self) -> None:
-        """Progress to the collector every HEARTBEAT_S (every step with source.max_rows_ahead),
-        without waiting for its reply."""
+        """Progress to the collector every HEARTBEAT_S, without waiting for its reply."""
         c = self.state.counters
         now = time.perf_counter()
         if c.steps == 1 or now - self._last_beat >= self.beat_every:
