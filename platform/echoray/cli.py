@@ -116,27 +116,11 @@ def _own_data_config(args: argparse.Namespace):
 def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     args = build_parser().parse_args(argv)
-    from echoray.config_load import ConfigError, load_config
+    from echoray.config_load import ConfigError
     from echoray.data.sources import SourceError
 
-    cfg = resume = None
     try:
-        _check_sets(sys.argv[1:] if argv is None else argv)
-        if args.command in ("tune", "study"):
-            if bool(args.pipeline) == bool(args.resume):
-                raise ConfigError(f"echoray {args.command}: give a PIPELINE or --resume DIR (exactly one)")
-            if args.resume and (args.overrides or args.trials or args.repeats or args.out):
-                raise ConfigError("--resume continues a run as it was started: drop --set/--trials/--repeats/--out")
-        if args.command == "train" and args.resume:
-            if args.pipeline or args.overrides or args.out:
-                raise ConfigError("--resume continues a run as it was started: drop PIPELINE/--set/--out")
-            from echoray.resume import open_run
-
-            cfg, resume = open_run(args.resume)
-        elif args.command == "train":
-            cfg = _own_data_config(args)
-        elif args.command != "report" and not args.resume:
-            cfg = load_config(args.pipeline, args.overrides)
+        cfg, resume = _validated(args, sys.argv[1:] if argv is None else argv)
     except (ConfigError, SourceError) as exc:
         print(f"echoray: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -184,6 +168,30 @@ def main(argv: list[str] | None = None) -> int:
         if not ray_was_up and not _fit_thread_running(wait_s=10):
             _shutdown_ray()
         console.restore()
+
+
+def _validated(args: argparse.Namespace, argv: list[str]):
+    """(config, resume) for the command, every input checked before anything starts
+    (ConfigError or SourceError: exit 2)."""
+    from echoray.config_load import ConfigError, load_config
+
+    _check_sets(argv)
+    if args.command in ("tune", "study"):
+        if bool(args.pipeline) == bool(args.resume):
+            raise ConfigError(f"echoray {args.command}: give a PIPELINE or --resume DIR (exactly one)")
+        if args.resume and (args.overrides or args.trials or args.repeats or args.out):
+            raise ConfigError("--resume continues a run as it was started: drop --set/--trials/--repeats/--out")
+    if args.command == "train" and args.resume:
+        if args.pipeline or args.overrides or args.out:
+            raise ConfigError("--resume continues a run as it was started: drop PIPELINE/--set/--out")
+        from echoray.resume import open_run
+
+        return open_run(args.resume)
+    if args.command == "train":
+        return _own_data_config(args), None
+    if args.command != "report" and not args.resume:
+        return load_config(args.pipeline, args.overrides), None
+    return None, None
 
 
 def _dispatch(args: argparse.Namespace, cfg, resume, t0: float) -> int:
