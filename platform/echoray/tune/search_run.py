@@ -128,21 +128,11 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
         logger.client.update_run(run_id, status="RUNNING")
         say(f"resuming search {d} (MLflow parent run {run_id})")
     else:
-        d.mkdir(parents=True, exist_ok=True)
-        base = share_tokenizer(idx, base, d)  # a BPE trained here once, not once per trial
-        params = {**flatten(cfg), "search.trials": str(points.trials), "search.repeats": str(points.repeats),
-                  "search.effective_concurrency": str(concurrency)}
-        run_id = logger.start(run_name=d.name, params=params, parent_run_id=parent_run_id,
-                              tags={"echoray.kind": "search", "echoray.pipeline": pipeline,
-                                    "echoray.run_dir": str(d.resolve()), **(tags or {})})
-        write_json_atomic(d / STATE_FILE, {
-            "pipeline": pipeline, "config": base, "trials": points.trials, "repeats": points.repeats,
-            "parent_run_id": run_id, "tracking_uri": uri, "storage": home})
-        publish(home, cfg.storage.retry_s, d / STATE_FILE)
+        base, run_id = _open_search(cfg, idx, d, base, (pipeline, uri, home), points, concurrency, logger,
+                                    parent_run_id, tags)
     say(f"search {d}: {points.trials} trials x {points.repeats} repeats ({points.sequence}, "
         f"{len(points.space)} dims), {concurrency} at a time"
         f"{', each in its reused trial actor' if warm else ''}  |  MLflow parent run {run_id}")
-
     status = "FAILED"
     try:
         grid = _fit(d, points, base, pipeline, run_id, uri, concurrency, resume=bool(state),
@@ -168,6 +158,26 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
     finally:
         end_unfinished_children(uri, run_id, "KILLED")
         logger.end(status)
+
+
+def _open_search(cfg: PipelineConfig, idx, d: Path, base: dict, where: tuple, points: SearchPoints,
+                 concurrency: int, logger: RunLogger, parent_run_id: str | None,
+                 tags: dict[str, str] | None) -> tuple[dict, str]:
+    """A new search: its folder, its MLflow parent run and its state file (what --resume reads).
+    `where`: (pipeline, tracking URI, storage home). Returns (the trials' base tree, run id)."""
+    pipeline, uri, home = where
+    d.mkdir(parents=True, exist_ok=True)
+    base = share_tokenizer(idx, base, d)  # a BPE trained here once, not once per trial
+    params = {**flatten(cfg), "search.trials": str(points.trials), "search.repeats": str(points.repeats),
+              "search.effective_concurrency": str(concurrency)}
+    run_id = logger.start(run_name=d.name, params=params, parent_run_id=parent_run_id,
+                          tags={"echoray.kind": "search", "echoray.pipeline": pipeline,
+                                "echoray.run_dir": str(d.resolve()), **(tags or {})})
+    write_json_atomic(d / STATE_FILE, {
+        "pipeline": pipeline, "config": base, "trials": points.trials, "repeats": points.repeats,
+        "parent_run_id": run_id, "tracking_uri": uri, "storage": home})
+    publish(home, cfg.storage.retry_s, d / STATE_FILE)
+    return base, run_id
 
 
 def _search_summary(cfg: PipelineConfig, pipeline: str, d: Path, run_id: str, uri: str, points: SearchPoints,
