@@ -33,23 +33,28 @@ from echoray.runtime.session import start_ray
 PLAN_EXAMPLES = 200_000
 
 
+def _started(cfg: PipelineConfig, seconds: float | None, idx: SourceIndex | None):
+    """(config, published index) with Ray up and the actor pool known to fit. One epoch, or
+    with --seconds enough epochs for PLAN_EXAMPLES (a 90-epoch ImageNet plan is 900 blocks
+    to set up: docs/how-to/bench-input.md)."""
+    idx = idx or index_source(cfg.source, cfg.storage.retry_s)
+    epochs = 1 if seconds is None else min(cfg.train.max_epochs, max(1, -(-PLAN_EXAMPLES // len(idx.train_ids))))
+    cfg = cfg.model_copy(update={"train": cfg.train.model_copy(update={"max_epochs": epochs})})
+    a = cfg.preprocess.actors
+    if start_ray():
+        demand = {"CPU": a.num_cpus * a.min_size, **{k: v * a.min_size for k, v in a.resources.items()}}
+        require_fits(demand, "the actor pool", "; lower preprocess.actors.*")
+    return cfg, publish_index(idx)
+
+
 def bench_input(cfg: PipelineConfig, seconds: float | None, idx: SourceIndex | None = None) -> dict[str, Any]:
     """`idx`: an index built elsewhere (benchmarks: a 1.28 M-entry one), else cfg.source's."""
     load_start = os.getloadavg()[0]
     warning = bench_probe.busy_machine(load_start)
     if warning:
         print(f"[echoray] {warning}", flush=True)
-    idx = idx or index_source(cfg.source, cfg.storage.retry_s)
-    # One epoch, or with --seconds enough epochs for PLAN_EXAMPLES: a 90-epoch ImageNet plan
-    # is 900 blocks whose set-up alone took ~60 s on 2 busy cores (benchmarks/input_pipeline.py).
-    epochs = 1 if seconds is None else min(cfg.train.max_epochs, max(1, -(-PLAN_EXAMPLES // len(idx.train_ids))))
-    cfg = cfg.model_copy(update={"train": cfg.train.model_copy(update={"max_epochs": epochs})})
-    local = start_ray()
+    cfg, idx = _started(cfg, seconds, idx)
     a = cfg.preprocess.actors
-    if local:
-        demand = {"CPU": a.num_cpus * a.min_size, **{k: v * a.min_size for k, v in a.resources.items()}}
-        require_fits(demand, "the actor pool", "; lower preprocess.actors.*")
-    idx = publish_index(idx)
     from echoray.data.pipeline import build_train_dataset
     from echoray.echo_plan import EchoPlan
     from echoray.runtime.collector import RunCollector

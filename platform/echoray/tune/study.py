@@ -33,6 +33,36 @@ def variant_config(base: dict[str, Any], v: Variant) -> PipelineConfig:
     return validate(tree, origin=f"variant {v.name}")
 
 
+def _new_study(cfg: PipelineConfig | None, pipeline: str, variant_names: list[str] | None, out: str | None,
+               trials: int | None, repeats: int | None) -> tuple[Path, dict[str, Any]]:
+    """A new study's folder, MLflow run and state file, every variant checked first (exit 2)."""
+    if cfg is None or not out:
+        raise ConfigError("echoray study needs a PIPELINE and --out DIR (or --resume DIR)")
+    d = Path(out)
+    if (d / STUDY_FILE).exists():
+        raise ConfigError(f"--out {d}: already holds a study; continue it with --resume {d}")
+    try:
+        variants = parse_variants(variant_names)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    base = cfg.model_dump(mode="json")
+    for v in variants:
+        variant_config(base, v)  # every variant is valid before anything starts
+    uri = tracking_uri(cfg)
+    check_reachable(uri)
+    logger = RunLogger(uri, cfg.tracking.experiment)
+    d.mkdir(parents=True, exist_ok=True)
+    run_id = logger.start(run_name=f"{cfg.name}-study", params={
+        "variants": ",".join(v.name for v in variants), "trials": str(trials or cfg.search.trials),
+        "repeats": str(repeats or cfg.search.repeats)},
+        tags={"echoray.kind": "study", "echoray.pipeline": pipeline, "echoray.run_dir": str(d.resolve())})
+    state = {"pipeline": pipeline, "config": base, "variants": [v.name for v in variants],
+             "trials": trials or cfg.search.trials, "repeats": repeats or cfg.search.repeats,
+             "study_run_id": run_id, "tracking_uri": uri}
+    write_json_atomic(d / STUDY_FILE, state)
+    return d, state
+
+
 def run_study(cfg: PipelineConfig | None, pipeline: str, variant_names: list[str] | None, out: str | None,
               t0: float, *, trials: int | None = None, repeats: int | None = None,
               resume: str | None = None) -> dict[str, Any]:
@@ -42,30 +72,7 @@ def run_study(cfg: PipelineConfig | None, pipeline: str, variant_names: list[str
             raise ConfigError(f"--resume {d}: no {STUDY_FILE} there, so it is not a study folder")
         state = json.loads((d / STUDY_FILE).read_text())
     else:
-        if cfg is None or not out:
-            raise ConfigError("echoray study needs a PIPELINE and --out DIR (or --resume DIR)")
-        d = Path(out)
-        if (d / STUDY_FILE).exists():
-            raise ConfigError(f"--out {d}: already holds a study; continue it with --resume {d}")
-        try:
-            variants = parse_variants(variant_names)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-        base = cfg.model_dump(mode="json")
-        for v in variants:
-            variant_config(base, v)  # every variant is valid before anything starts
-        uri = tracking_uri(cfg)
-        check_reachable(uri)
-        logger = RunLogger(uri, cfg.tracking.experiment)
-        d.mkdir(parents=True, exist_ok=True)
-        run_id = logger.start(run_name=f"{cfg.name}-study", params={
-            "variants": ",".join(v.name for v in variants), "trials": str(trials or cfg.search.trials),
-            "repeats": str(repeats or cfg.search.repeats)},
-            tags={"echoray.kind": "study", "echoray.pipeline": pipeline, "echoray.run_dir": str(d.resolve())})
-        state = {"pipeline": pipeline, "config": base, "variants": [v.name for v in variants],
-                 "trials": trials or cfg.search.trials, "repeats": repeats or cfg.search.repeats,
-                 "study_run_id": run_id, "tracking_uri": uri}
-        write_json_atomic(d / STUDY_FILE, state)
+        d, state = _new_study(cfg, pipeline, variant_names, out, trials, repeats)
     logger = RunLogger(state["tracking_uri"], state["config"]["tracking"]["experiment"])
     logger.run_id = state["study_run_id"]
     logger.client.update_run(logger.run_id, status="RUNNING")
