@@ -39,6 +39,9 @@ REPO = Path(__file__).resolve().parents[1]
 RESULTS = Path(os.environ.get("ECHORAY_BENCH_RESULTS") or Path(__file__).parent / "results")
 PIPELINE: str | None = None  # what train_in_process trains (None: the embedded digits default)
 sys.path.insert(0, str(REPO / "platform"))
+# benchmarks/ importable in every Ray process a script starts (they inherit the environment):
+# the emulated slow store is a reader by import path, slow_store:SlowStore (slow_store.py).
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO / "benchmarks"), os.environ.get("PYTHONPATH")]))
 START_LOAD = os.getloadavg()  # the benchmark's start: every script imports this module first
 
 

@@ -1,7 +1,7 @@
 """Data echoing on an input-bound pipeline: e = 1, 2, 4, 8 and auto, at R ~ 4, ~ 5 and ~ 8,
 three seeds each, side by side in one run (issue 14).
 
-The digits source is put behind the emulated remote store (a per-request latency; reads
+The source is put behind the emulated slow store (slow_store.py, a reader by import path: a per-request latency; reads
 wait, they do not compute), calibrated so that R = upstream time / downstream time per
 sample is about 4 or 8 on this machine. `train.evals_per_epoch: 4` observes fresh
 examples and time to target every quarter epoch. Per (R, e), over the seeds:
@@ -42,6 +42,7 @@ import time
 import common
 from common import RESULTS, load_avg, save, settled_load, train_in_process
 from echo_plots import factor_trace, time_vs_factor
+from slow_store import overrides as slow_store
 
 CHUNK = 16
 FACTORS = ("1", "2", "4", "8", "auto")
@@ -60,10 +61,19 @@ def steady_step_rate(summary: dict) -> float:
     return (b["step"] - a["step"]) / (b["train_s"] - a["train_s"])
 
 
-def run(factor: str, latency_ms: float, target, epochs: int, seed: int, extra: tuple = ()) -> dict:
+def pipeline_kind() -> str:
+    """The source kind of the pipeline trained (common.PIPELINE), which the slow store wraps."""
+    from echoray.config_load import load_config
+
+    return load_config(common.PIPELINE).source.kind
+
+
+def run(factor: str, latency_ms: float, target, epochs: int, seed: int, change: dict | None = None) -> dict:
+    """`change`: the store's {change_after_s, latency_ms_after}, a latency that changes mid-run."""
+    store = slow_store(pipeline_kind(), latency_ms=latency_ms, **(change or {}))
     overrides = [*COMMON, f"seed={seed}", f"echo.stage={'none' if factor == '1' else 'after_augment'}",
-                 f"echo.factor={factor}", f"source.remote={{latency_ms: {latency_ms}}}",
-                 f"train.max_epochs={epochs}", f"train.target={target}", *extra]
+                 f"echo.factor={factor}", *store,
+                 f"train.max_epochs={epochs}", f"train.target={target}"]
     summary, peak = train_in_process(overrides, f"e{factor}-s{seed}")
     up = summary["upstream_examples_per_s"]
     head = summary["source_reads_before_first_step"] or 0
@@ -202,8 +212,7 @@ def halving(target_r: float, change_after_s: float, epochs: int, args=None) -> N
     """An auto run at R ~ target_r whose latency halves change_after_s after the first read."""
     load0 = os.getloadavg()
     latency, cal = calibrate(target_r)
-    res = run("auto", latency, "null", epochs, 0,
-              (f"source.remote.change_after_s={change_after_s}", f"source.remote.latency_ms_after={latency / 2}"))
+    res = run("auto", latency, "null", epochs, 0, {"change_after_s": change_after_s, "latency_ms_after": latency / 2})
     print({k: v for k, v in res.items() if k != "factor_history"})
     first = res["time_to_first_step_s"]
     trace = [{**p, "t": round(p["t"] - first, 2)} for p in res["factor_history"]]

@@ -31,10 +31,11 @@ import common  # noqa: F401 - first: it records the load at the benchmark's star
 import numpy as np
 from common import load_avg, save, settled_load, train_in_process
 from jpeg_set import jpeg_folder
+from slow_store import overrides as slow_store
 
 MAP_WORKER = "MapWorker(MapBatches(Preprocess))"
 DIGITS_STORE = ["source.chunk_size=16", "source.read_concurrency=1", "train.evals_per_epoch=4", "echo.max_factor=8.0", "scaling.cpus_per_worker=1",
-                "echo.shuffle_buffer=256", "source.remote={latency_ms: 27.8}", "train.max_epochs=40",
+                "echo.shuffle_buffer=256", *slow_store("digits", latency_ms=27.8), "train.max_epochs=40",
                 "train.target=0.1"]
 
 

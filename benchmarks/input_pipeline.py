@@ -8,7 +8,8 @@
    `echoray bench-input` with 2 actors of 1 CPU (in process, one Ray for all runs);
    interleaved, order alternating per repeat, rates counted after the first batch.
 2. concurrency: bench-input throughput vs source.read_concurrency 1, 4, 16, 64 with
-   20 ms of emulated latency per request.
+   20 ms of emulated latency per request (the image folder behind slow_store.py's store:
+   a reader by import path, so the photos are decoded square, then cropped).
 3. index: a 1,281,167-entry image_folder index: with ImageNet-form paths, build/publish
    time, pickled SourceIndex size before and after, memory an actor adds when it loads
    the file list (shared Arrow table vs the Python list the index used to carry); then
@@ -45,6 +46,7 @@ import input_epochs
 import numpy as np
 from common import REPO, RESULTS, PeakMemory, load_avg, save, settled_load
 from jpeg_set import jpeg_folder
+from slow_store import overrides as slow_store
 
 IMAGENET_TRAIN = 1_281_167
 
@@ -168,7 +170,7 @@ def concurrency(root: Path, seconds: float) -> dict:
     out = {}
     for c in (1, 4, 16, 64):
         settled_load()
-        r = bench_input(echoray_cfg(root, f"source.read_concurrency={c}", "source.remote={latency_ms: 20}"),
+        r = bench_input(echoray_cfg(root, f"source.read_concurrency={c}", *slow_store("image_folder", latency_ms=20)),
                         seconds)
         out[c] = {"examples_per_s": r["examples_per_s"], "load_avg_1m": os.getloadavg()[0]}
         print("read_concurrency", c, out[c], flush=True)

@@ -16,6 +16,10 @@ from helpers import REPO  # noqa: E402
 from s3_server import S3Server  # noqa: E402
 
 sys.path.insert(0, str(REPO / "platform"))  # also works before `pip install -e .`
+# benchmarks/ importable here and in every process the tests start (a local Ray's inherit
+# the environment): the slow store is a reader by import path, slow_store:SlowStore.
+sys.path.append(str(REPO / "benchmarks"))
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO / "benchmarks")]))
 
 
 def pytest_collection_modifyitems(items):

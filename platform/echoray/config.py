@@ -29,27 +29,6 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, use_attribute_docstrings=True)
 
 
-class RemoteEmulation(Section):
-    """Emulates reading over a network: time spent waiting, not computing."""
-
-    latency_ms: Annotated[float, Field(ge=0)] = 0.0
-    """Emulated latency per read request in milliseconds (requests in flight overlap up to source.read_concurrency); 0: none."""
-    bandwidth_mb_s: Annotated[float, Field(gt=0)] | None = None
-    """Emulated transfer rate in MB/s; null: unlimited."""
-    # A store whose latency changes mid-run (benchmarks/echo.py: R falls, auto must follow):
-    # latency_ms_after replaces latency_ms once change_after_s have passed since an actor's first read.
-    change_after_s: Annotated[float, Field(gt=0)] | None = None
-    """Seconds after an actor's first read at which latency_ms_after replaces latency_ms (given together)."""
-    latency_ms_after: Annotated[float, Field(ge=0)] | None = None
-    """The emulated latency once change_after_s have passed (a store that gets faster or slower mid-run)."""
-
-    @model_validator(mode="after")
-    def _change(self) -> RemoteEmulation:
-        if (self.change_after_s is None) != (self.latency_ms_after is None):
-            raise ValueError("change_after_s and latency_ms_after go together")
-        return self
-
-
 # Built-in names; a section also takes "package.module:attr" (echoray/plugins.py). Append here.
 SOURCE_KINDS: tuple[str, ...] = ("digits", "cifar10", "image_folder", "parquet", "idx", "text")
 MODEL_NAMES: tuple[str, ...] = ("small_cnn", "resnet20", "resnet32", "resnet44", "resnet56", "resnet50",
@@ -103,9 +82,7 @@ class SourceConfig(Section):
     # 664 images per actor CPU-second against 547 with 16, and the pipeline ran 1.31x a
     # DataLoader against 1.18x (benchmarks/results/input_pipeline_quiet.json, 2 cores).
     read_concurrency: PositiveInt | None = None
-    """File reads each preprocessing actor keeps in flight (a thread pool); null: 16 where a read waits on a network (a URI path such as s3://, or source.remote's emulated latency), 1 for local files."""
-    remote: RemoteEmulation = RemoteEmulation()
-    """Emulated network store for benchmarks (reads sleep; runs say so)."""
+    """File reads each preprocessing actor keeps in flight (a thread pool); null: 16 where a read waits on a network (a URI path such as s3://), else the reader's own (1 for local files)."""
     seq_len: PositiveInt = 128
     """source.kind text: tokens per packed sequence (each sample holds seq_len + 1)."""
     range_bytes: Annotated[int, Field(ge=1024)] = 1 << 20
@@ -126,13 +103,15 @@ class SourceConfig(Section):
     def _kind(cls, v: object) -> str:
         return plugins.builtin_or_path(v, SOURCE_KINDS)
 
-    def reads_in_flight(self) -> int:
-        """source.read_concurrency, or where null its default (see the field's comment)."""
+    def reads_in_flight(self, reader_default: int = 1) -> int:
+        """source.read_concurrency, or where null its default (see the field's comment):
+        16 for a URI path, else `reader_default`, what the reader's index declared
+        (SourceIndex.read_concurrency; a reader over a network of its own sets it)."""
         if self.read_concurrency is not None:
             return self.read_concurrency
         from echoray.storage import is_uri
 
-        return 16 if is_uri(self.path or "") or self.remote.latency_ms > 0 else 1
+        return 16 if is_uri(self.path or "") else reader_default
 
     @model_validator(mode="after")
     def _path_needed(self) -> SourceConfig:

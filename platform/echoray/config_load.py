@@ -36,6 +36,8 @@ REMOVED_KEYS: dict[str, str] = {
                                   "own stream (docs/how-to/search.md)",
     "source.max_rows_ahead": "read pacing is gone: Ray Data's backpressure (its object store budget) bounds "
                              "how far the actors read ahead; drop the key",
+    "source.remote": "emulate a slow store with the benchmarks reader, source.kind: slow_store:SlowStore "
+                     "(benchmarks/slow_store.py)",
 }
 
 

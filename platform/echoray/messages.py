@@ -64,10 +64,6 @@ def say_quiet_start() -> None:
 
 def say_start(cfg: PipelineConfig, idx: SourceIndex, run_dir: Path, run_id: str, use_gpu: bool,
                here: bool) -> None:
-    r = cfg.source.remote
-    if r.latency_ms or r.bandwidth_mb_s:
-        say(f"source: EMULATED remote store ({r.latency_ms:g} ms per request, "
-            f"{r.bandwidth_mb_s or 'unlimited'} MB/s): reads sleep, no network is used")
     say(f"run {run_dir}  |  MLflow run {run_id}  |  {len(idx.train_ids)} train / {len(idx.eval_ids)} "
         f"held-out examples  |  {cfg.scaling.num_workers} worker(s) on {'GPU' if use_gpu else 'CPU'}"
         + (" (Ray Train local mode: in this process)" if here else ""))

@@ -27,7 +27,6 @@ def build_summary(
     samples = final.get("trained_samples", trained)  # absent from records written before it existed
     hit = final.get("to_target")
     first = collected.get("first_step_at")
-    remote = cfg.source.remote
     return {
         "pipeline": pipeline,
         "run_dir": str(run_dir.resolve()),
@@ -52,10 +51,6 @@ def build_summary(
         "trained_examples": trained,
         "trained_samples": samples,
         "source_reads": collected["source_reads"],
-        "source_emulation": (
-            {"latency_ms": remote.latency_ms, "bandwidth_mb_s": remote.bandwidth_mb_s,
-             "note": "emulated remote store: reads sleep for latency and transfer time"}
-            if remote.latency_ms or remote.bandwidth_mb_s else None),
         "metric": {"name": cfg.train.metric, "value": final.get("last_metric", final["last_accuracy"]),
                    "target": cfg.train.target, "direction": metric_named(cfg.train.metric).direction},
         "best_metric": final.get("best_metric", final["best_accuracy"]),

@@ -101,7 +101,8 @@ def test_killed_driver_resumes_into_one_unbroken_run(local_ray, s3, tmp_path, sq
                 "--set", f"tracking.uri={db}", "--set", f"source.limit={N_TRAIN}",
                 "--set", "train.batch_size=32", "--set", f"train.max_epochs={N_EPOCHS}", "--set", "train.target=null",
                 "--set", "echo.stage=batch", "--set", "echo.factor=1.5", "--set", "train.checkpoint_min_interval_s=0",
-                "--set", "audit.enabled=true", "--set", "source.remote.latency_ms=2", "--out", str(run)], tmp_path)
+                "--set", "audit.enabled=true", "--set", "source.kind=slow_store:SlowStore",
+                "--set", "source.options={inner: digits, latency_ms: 2}", "--out", str(run)], tmp_path)
     client = MlflowClient(db)
     wait_for(lambda: (run / "run.json").exists(), "run.json")
     run_id = json.loads((run / "run.json").read_text())["mlflow_run_id"]

@@ -4,6 +4,7 @@ from collections import Counter, defaultdict
 
 import numpy as np
 import pytest
+from slow_store import overrides as slow_store
 
 from echoray.config_load import load_config
 from echoray.data.echo import auto_factor, copy_counts, echo_keys, update_r_estimate
@@ -136,13 +137,12 @@ def test_auto_factor_adapts_toward_measured_r_and_is_logged(run_pipeline, sqlite
     # default start it trained none here: that the setting reaches the run is shown too.
     overrides = ["train.target=null", "source.limit=1024", "train.max_epochs=2", "echo.stage=after_augment",
                  "echo.factor=auto", "echo.start_factor=1", "echo.max_factor=4", "source.chunk_size=16",
-                 "source.remote={latency_ms: 120}", "source.read_concurrency=1", "audit.enabled=true"]
+                 *slow_store("digits", latency_ms=120), "source.read_concurrency=1", "audit.enabled=true"]
     summary, audit = run_pipeline(None, *overrides, name="auto")
     assert summary["measured_R"] > 2.0
     assert 2.0 < summary["echo"]["final_factor"] <= 4.0
     # Only the pool filled before the first measurement (512 rows) is echoed at e = 1.
     assert summary["echo"]["measured_factor"] > 2.0
-    assert summary["source_emulation"]["latency_ms"] == 120
     trace = summary["echo"]["factor_history"]
     assert len(trace) >= 2
     assert trace[0]["factor"] == pytest.approx(min(4.0, max(1.0, trace[0]["measured_R"])))  # first: straight to R

@@ -57,13 +57,14 @@ def frozen(s3):
 def reads_from_store(s3_data):
     """160 train images (200 rows, 20% held out) read from the bucket; checkpoints in the run folder."""
     return 160, ["--set", "source.kind=parquet", "--set", f"source.path={s3_data['parquet'][1]}",
-                 "--set", "source.limit=160", "--set", "source.remote.latency_ms=150"]
+                 "--set", "source.limit=160", "--set", "source.kind=slow_store:SlowStore",
+                 "--set", "source.options={inner: parquet, latency_ms: 150}"]
 
 
 def checkpoints_to_store(runs):
     """640 digits from memory; checkpoints in the bucket."""
     return 640, ["--set", "source.limit=640", "--set", f"train.storage_path={runs}",
-                 "--set", "source.remote.latency_ms=25"]
+                 "--set", "source.kind=slow_store:SlowStore", "--set", "source.options={inner: digits, latency_ms: 25}"]
 
 
 def start(tmp_path, name, source_args, retry_s=RETRY_S):

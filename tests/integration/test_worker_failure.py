@@ -80,7 +80,7 @@ def test_killed_worker_is_replaced_and_counts_stay_exact(local_ray, s3, tmp_path
                              # 40 ms per 16 samples slow the epochs, and the kill follows epoch
                              # 1's checkpoint: it landed at step 67-93 of 99 after epoch 2's
                              # (5 runs), so epoch 2 and 3 together leave it a margin.
-                             "source.remote.latency_ms=40"])
+                             "source.kind=slow_store:SlowStore", "source.options={inner: digits, latency_ms: 40}"])
     out = tmp_path / "run"
     thread, box = train_in_background(cfg, out)
     run_id = wait_for(lambda: (out / "run.json").exists() and json.loads((out / "run.json").read_text())[

@@ -30,6 +30,9 @@ def echoray(*args, cwd):
      "/nonexistent/imgs"),
     (["bench-input", "--seconds", "-1"], 2, "expected a positive number of seconds"),
     (["bench-input", "--set", "source.read_concurrency=0"], 2, "source.read_concurrency"),
+    (["train", "--set", "source.remote={latency_ms: 28}"], 2,
+     "source.remote: this key was removed (emulate a slow store with the benchmarks reader, "
+     "source.kind: slow_store:SlowStore"),
     (["frobnicate"], 2, "invalid choice"),
     ([], 2, "required"),
 ])

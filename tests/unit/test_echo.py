@@ -154,26 +154,3 @@ def test_auto_factor_follows_a_halving_of_r_within_a_few_windows():
     # within 20% of the new R in a median of 4 windows (2 s at 0.5 s each), 90% within 9
     assert np.median(lags) <= 4 and np.percentile(lags, 90) <= 10
     assert abs(np.mean(after) / 4.0 - 1) < 0.05  # and then trains at the new R
-
-
-def test_emulated_latency_changes_after_the_set_time(monkeypatch):
-    import time
-
-    from echoray.config import RemoteEmulation
-    from echoray.config_load import load_config
-    from echoray.data.preprocess_args import PreprocessArgs
-    from echoray.data.sources import index_source
-    from echoray.data.stages import Preprocess
-
-    cfg = load_config(None, ["source.limit=64"])
-    remote = RemoteEmulation(latency_ms=40, change_after_s=0.05, latency_ms_after=20)
-    stage = Preprocess(PreprocessArgs(index_source(cfg.source), 1, remote, None, 0))
-    clock = iter([0.0, 0.049, 0.05, 0.2])  # time.monotonic at each call: no real wait
-    monkeypatch.setattr(time, "monotonic", lambda: next(clock))
-    assert stage._remote_now().latency_ms == 40  # the clock starts at the first read
-    assert stage._remote_now().latency_ms == 40  # 49 ms after it
-    assert stage._remote_now().latency_ms == 20  # from change_after_s = 50 ms on
-    assert stage._remote_now().latency_ms == 20
-    monkeypatch.undo()
-    with pytest.raises(ValueError, match="change_after_s and latency_ms_after go together"):
-        RemoteEmulation(latency_ms=40, change_after_s=1.0)

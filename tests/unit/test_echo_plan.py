@@ -117,7 +117,7 @@ def test_actor_record_follows_the_plan(stage, factor, on, ops, site, actor_facto
     assert (args.echo_before_augment, args.echo_after_augment) == (site == "actor_before", site == "actor_after")
     assert args.echo_factor == actor_factor
     assert args.ops == (cfg.preprocess.augment.ops if on == "cpu" else None)
-    assert (args.chunk_size, args.remote, args.seed) == (cfg.source.chunk_size, cfg.source.remote, cfg.seed)
+    assert (args.chunk_size, args.seed) == (cfg.source.chunk_size, cfg.seed)
     assert (args.collector, args.consumed) == ("c", None)  # an empty log is no log
 
 

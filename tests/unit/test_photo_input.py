@@ -1,5 +1,5 @@
 """The photo input path: concurrent reads, the full-image random-resized crop, scaled
-JPEG decode, and the emulated remote store's overlap of requests in flight."""
+JPEG decode, and the reads in flight a source gets."""
 
 import io
 import os
@@ -9,14 +9,13 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from echoray.config import AugmentOp, RemoteEmulation, SourceConfig
+from echoray.config import AugmentOp, SourceConfig
 from echoray.data.augment import crop_boxes
 from echoray.data.decode import decode_full
 from echoray.data.fixtures import write_jpeg_folder
 from echoray.data.full_crop import crop_decoder, crop_each
 from echoray.data.sources import index_source, open_reader
 from echoray.data.sources.concurrent import ConcurrentReads
-from echoray.data.stages import emulated_network_wait, requests_per_read
 from echoray.seeds import mix
 
 RRC = AugmentOp(op="random_resized_crop", size=32)
@@ -98,16 +97,6 @@ def test_scaled_decode_matches_full_decode_then_crop_within_tolerance():
     ref = crop_each(full, keys, RRC, 3).astype(int)
     per_image = np.abs(fused - ref).reshape(100, -1).mean(1)
     assert per_image.max() < 6.0 and per_image.mean() < 3.5
-
-
-def test_emulated_requests_in_flight_overlap_their_latency():
-    remote = RemoteEmulation(latency_ms=20)
-    assert emulated_network_wait(remote, 32, 0, 1) == pytest.approx(0.64)
-    assert emulated_network_wait(remote, 32, 0, 16) == pytest.approx(0.04)
-    assert emulated_network_wait(remote, 33, 0, 16) == pytest.approx(0.06)
-    bw = RemoteEmulation(latency_ms=20, bandwidth_mb_s=100)
-    assert emulated_network_wait(bw, 32, 10**8, 64) == pytest.approx(0.02 + 1.0)
-    assert requests_per_read("image_folder", 64, 2) == 64 and requests_per_read("parquet", 64, 2) == 2
 
 
 def test_real_requests_in_flight_overlap():
@@ -241,10 +230,11 @@ print(rows["image"].shape, actor.first, "torch" in sys.modules)
     assert out.stdout.split("\n")[-2] == "(8, 224, 224, 3) 2 False"
 
 
-def test_read_concurrency_defaults_to_16_over_a_network_and_1_on_local_files():
+def test_read_concurrency_defaults_to_16_over_a_network_and_the_readers_own_on_local_files():
     local = SourceConfig(kind="image_folder", path="/data/imagenet")
     assert local.read_concurrency is None and local.reads_in_flight() == 1
     assert SourceConfig(kind="image_folder", path="file:///data/imagenet").reads_in_flight() == 1
     assert SourceConfig(kind="image_folder", path="s3://bucket/imagenet").reads_in_flight() == 16
-    assert SourceConfig(kind="image_folder", path="/data/imagenet", remote={"latency_ms": 20}).reads_in_flight() == 16
+    assert local.reads_in_flight(reader_default=16) == 16  # a reader over a network of its own declares it
+    assert SourceConfig(kind="image_folder", path="s3://bucket/imagenet").reads_in_flight(reader_default=4) == 16
     assert SourceConfig(kind="image_folder", path="s3://bucket/imagenet", read_concurrency=4).reads_in_flight() == 4

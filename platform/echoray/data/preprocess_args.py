@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from echoray.config import AugmentOp, PipelineConfig, RemoteEmulation
+from echoray.config import AugmentOp, PipelineConfig
 from echoray.data.sources.base import SourceIndex
 from echoray.echo_plan import EchoPlan
 
@@ -23,7 +23,6 @@ class PreprocessArgs:
 
     idx: SourceIndex
     chunk_size: int  # source.chunk_size: samples per read-plan chunk
-    remote: RemoteEmulation  # source.remote: the emulated store's latency and bandwidth
     ops: list[AugmentOp] | None  # the augmentation the actor applies; None: none in the actor
     seed: int
     echo_before_augment: bool = False  # echo each row, then augment every copy
@@ -40,7 +39,7 @@ def preprocess_args(cfg: PipelineConfig, idx: SourceIndex, collector: Any = None
     plan = EchoPlan.from_config(cfg)
     aug = cfg.preprocess.augment
     return PreprocessArgs(
-        idx=idx, chunk_size=cfg.source.chunk_size, remote=cfg.source.remote,
+        idx=idx, chunk_size=cfg.source.chunk_size,
         ops=aug.ops if aug.on == "cpu" else None, seed=cfg.seed,
         echo_before_augment=plan.in_actor_before_augment, echo_after_augment=plan.in_actor_after_augment,
         echo_factor=plan.actor_factor, collector=collector, consumed=consumed or None,

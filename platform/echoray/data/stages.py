@@ -14,14 +14,13 @@ class too and importing torch costs seconds per process on a small machine.
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from echoray.config import AugmentOp, RemoteEmulation
+from echoray.config import AugmentOp
 from echoray.data.echo import echo_rows
 from echoray.data.op_shapes import crops_full_image
 from echoray.data.plan import ChunkMap
@@ -30,24 +29,6 @@ from echoray.data.replay import drop_consumed
 from echoray.data.sources.base import SourceError, read_skipping
 from echoray.runtime.collector_feed import CollectorFeed
 from echoray.seeds import STREAM_AUGMENT, mix, to_int63
-
-
-def emulated_network_wait(remote: RemoteEmulation, n_requests: int, n_bytes: int, concurrency: int = 1) -> float:
-    """Seconds a remote store would keep us waiting: per-request latency + transfer time.
-
-    `concurrency` requests are in flight at once and their latencies overlap, as the
-    reader's thread pool makes them do against a real store: n requests take
-    ceil(n / concurrency) round trips."""
-    wait = math.ceil(n_requests / max(1, concurrency)) * remote.latency_ms / 1000.0
-    if remote.bandwidth_mb_s:
-        wait += n_bytes / (remote.bandwidth_mb_s * 1e6)
-    return wait
-
-
-def requests_per_read(kind: str, n_ids: int, n_chunks: int) -> int:
-    """Store requests of one read: a GET per file of an image folder, per chunk otherwise
-    (a CIFAR byte range, a Parquet row group)."""
-    return n_ids if kind == "image_folder" else n_chunks
 
 
 def augment_keys(seed: int, batch: dict[str, np.ndarray], per_copy: bool) -> np.ndarray:
@@ -81,7 +62,7 @@ class Preprocess:
         from echoray.data.sources import open_reader
 
         idx = args.idx
-        self.idx, self.chunk_size, self.remote, self.seed = idx, args.chunk_size, args.remote, args.seed
+        self.idx, self.chunk_size, self.seed = idx, args.chunk_size, args.seed
         self.reader = open_reader(idx)
         self.chunks = ChunkMap(idx.train_ids, args.chunk_size, args.seed, idx.shuffled_reads)
         self.ops = args.ops
@@ -98,7 +79,6 @@ class Preprocess:
         self.factor = 1.0 if self.auto else float(args.echo_factor)
         self.collector = args.collector
         self.consumed = args.consumed  # a restored run: rows its steps already took (data/replay.py)
-        self.first_read: float | None = None
         self.actor = f"{os.uname().nodename}:{os.getpid()}"
         # the collector off the data path: reports batched, the live factor and the run's
         # bad-data verdict taken from earlier replies (runtime/collector_feed.py)
@@ -121,11 +101,6 @@ class Preprocess:
         got = read_skipping(self.reader, ids, "train", decoder, ragged)
         if got.bad:
             self._skip_bad(got.bad)
-        n_bytes = sum(a.nbytes for a in got.images) if ragged else got.images.nbytes
-        requests = requests_per_read(self.idx.kind, len(ids), len(parts))
-        wait = emulated_network_wait(self._remote_now(), requests, n_bytes, self.idx.read_concurrency)
-        if wait > 0:
-            time.sleep(wait)  # waiting, not computing: what a network read costs
         return {
             "epoch": epochs[got.kept],
             "sample_id": ids[got.kept],
@@ -136,26 +111,10 @@ class Preprocess:
         }
 
     def read_text(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Text (data/text/source.py): each (epoch, unit) plan row becomes its packed sequences;
-        a store request per piece of the unit."""
-        before = self.reader.bytes_read
+        """Text (data/text/source.py): each (epoch, unit) plan row becomes its packed sequences."""
         rows = self.reader.read_units("train", batch["epoch"], batch["chunk"])
-        wait = emulated_network_wait(self._remote_now(), self.reader.pieces_of("train", batch["chunk"]),
-                                     self.reader.bytes_read - before, self.idx.read_concurrency)
-        if wait > 0:
-            time.sleep(wait)
         n = len(rows["sample_id"])
         return {**rows, "echo_copy": np.zeros(n, dtype=np.int64), "echo_copies": np.ones(n, dtype=np.int64)}
-
-    def _remote_now(self) -> RemoteEmulation:
-        """The emulated store as it is now (its latency may change mid-run)."""
-        now = time.monotonic()
-        if self.first_read is None:
-            self.first_read = now
-        r = self.remote
-        if r.change_after_s is not None and now - self.first_read >= r.change_after_s:
-            return r.model_copy(update={"latency_ms": r.latency_ms_after})
-        return r
 
     def _decoder(self, epochs: np.ndarray, ids: np.ndarray):
         """(decoder, ragged) for the read: the source's square decode unless the crop is

@@ -30,7 +30,7 @@ def index_source(cfg: SourceConfig, retry_s: float = 120.0) -> SourceIndex:
     else:
         from echoray.data.sources.parquet import index
     idx = index(cfg)
-    idx.read_concurrency = cfg.reads_in_flight()
+    idx.read_concurrency = cfg.reads_in_flight(idx.read_concurrency)
     idx.retry_s = retry_s
     if cfg.path:
         idx.locations = {"train": f"source.path {cfg.path}",

@@ -28,7 +28,10 @@ class SourceIndex:
     # Kind-specific locations (row counts, FileTables of paths: data/sources/file_table.py).
     details: dict[str, Any] = field(default_factory=dict)
     max_bad_fraction: float = 0.0
-    read_concurrency: int = 1  # reads in flight per reader (source.read_concurrency)
+    # Reads in flight per reader. A reader's index(cfg) may declare its own (one over a
+    # network sets e.g. 16 to hide its latency); index_source then sets the run's value:
+    # source.read_concurrency, else 16 for a URI path, else this (SourceConfig.reads_in_flight).
+    read_concurrency: int = 1
     # True where every sample is its own read (a file, an object): the read plan then draws
     # each chunk's ids at random per (seed, epoch) (data/plan.py). False (the default):
     # neighbours share a read (a record file, a row group), chunks keep neighbouring ids.

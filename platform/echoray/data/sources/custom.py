@@ -9,7 +9,9 @@ The protocol (the built-in sources follow it too; see digits.py for the shortest
             train_ids and eval_ids (int64 sample ids, stable for the dataset), image_size
             (the side of the square images read returns, or None), channels, and in
             `details` whatever read needs (paths, offsets). cfg.path, cfg.limit,
-            cfg.holdout_fraction and cfg.options (a dict) are the YAML's.'''
+            cfg.holdout_fraction and cfg.options (a dict) are the YAML's. A reader
+            whose reads wait on a network may set idx.read_concurrency (reads in flight
+            per actor where source.read_concurrency is null; 1 if left).'''
 
         def __init__(self, idx: SourceIndex):
             '''On every preprocessing actor and evaluating worker.'''

@@ -79,9 +79,6 @@ class TextReader:
             "tokens": np.concatenate(parts) if parts else np.zeros((0, width), self.dtype),
         }
 
-    def pieces_of(self, split: str, units: np.ndarray) -> int:
-        return sum(len(self.d[f"{split}_units"][int(u)]) for u in units)
-
 
 def _documents(fs, root: str, cfg: SourceConfig, key: str) -> list[corpus.Document]:
     """The documents under root, each .gz of more than a range checked and indexed to be cut."""
