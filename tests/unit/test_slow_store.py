@@ -100,10 +100,10 @@ def test_the_removed_source_remote_names_the_slow_store(tmp_path):
             "source.kind: slow_store:SlowStore (benchmarks/slow_store.py))")
     with pytest.raises(ConfigError) as err:
         load_config(None, ["source.remote.latency_ms=28"])
-    assert str(err.value) == f"invalid embedded default pipeline:\n  {want}"
+    assert str(err.value) == f"--set source.remote.latency_ms: {want}"
     yaml_file = tmp_path / "p.yaml"
     yaml_file.write_text("source:\n  remote: {latency_ms: 28}\n")
     with pytest.raises(ConfigError) as err:
         load_config(yaml_file)
-    assert str(err.value) == f"invalid {yaml_file}:\n  {want}"
+    assert want in str(err.value) and str(yaml_file) in str(err.value)
     assert slow_store.KIND == "slow_store:SlowStore"
