@@ -25,7 +25,6 @@ def build_summary(
 ) -> dict[str, Any]:
     fresh, trained = final["fresh_examples"], final["trained_examples"]
     samples = final.get("trained_samples", trained)  # absent from records written before it existed
-    hit = final.get("to_target")
     first = collected.get("first_step_at")
     return {
         "pipeline": pipeline,
@@ -55,11 +54,7 @@ def build_summary(
                    "target": cfg.train.target, "direction": metric_named(cfg.train.metric).direction},
         "best_metric": final.get("best_metric", final["best_accuracy"]),
         "stop_reason": final["stop_reason"],
-        "target_reached": hit is not None,
-        "fresh_examples_to_target": hit["fresh_examples"] if hit else None,
-        "steps_to_target": hit["step"] if hit else None,
-        "time_to_target_s": (hit["time"] - t0) if hit else None,
-        "train_time_to_target_s": hit["train_s"] if hit else None,
+        **_to_target(final.get("to_target"), t0),
         # what the source had read when the first step ran (read during worker start-up)
         "source_reads_before_first_step": collected.get("reads_at_first_step"),
         "time_to_first_read_s": (collected["first_read_at"] - t0) if collected.get("first_read_at") else None,
@@ -73,6 +68,17 @@ def build_summary(
         "device": final.get("device"),
         "peak_device_bytes": final.get("peak_device_bytes"),  # rank 0's GPU memory peak (None on CPU)
         **({"text": collected["text"]} if collected.get("text") else {}),  # data/text/run_files.py
+    }
+
+
+def _to_target(hit: dict[str, Any] | None, t0: float) -> dict[str, Any]:
+    """The target's figures (None each where the run did not reach it)."""
+    return {
+        "target_reached": hit is not None,
+        "fresh_examples_to_target": hit["fresh_examples"] if hit else None,
+        "steps_to_target": hit["step"] if hit else None,
+        "time_to_target_s": (hit["time"] - t0) if hit else None,
+        "train_time_to_target_s": hit["train_s"] if hit else None,
     }
 
 
