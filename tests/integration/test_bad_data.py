@@ -67,7 +67,7 @@ def _too_many_bad_images(tmp_path):
     the read plan's order and the actors' timing: each named one must carry its own reason."""
     root = write_image_folder(tmp_path / "imgs", n=200, classes=4, size=20)
     _, bad = corrupt_training_images(root, 4)
-    reasons = {path: "cannot identify image file" if k % 2 == 0 else "image file is truncated"
+    reasons = {path: "not a readable image" if k % 2 == 0 else "image file is truncated"
                for k, path in enumerate(bad)}  # corrupt_training_images: garbage, then truncated
     return ["--set", "source.kind=image_folder", "--set", f"source.path={root}",
             "--set", "source.max_bad_fraction=0.01"], [
