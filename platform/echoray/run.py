@@ -275,7 +275,7 @@ def _end_collector(collector, status: str, local_mode: bool, stalled: bool) -> N
     aborted controller returns: both are waited for (FIT_JOIN_S) before the collector goes
     and before Ray is shut down. A stalled worker group with no controller to abort is
     abandoned instead: it has waited train.stall_timeout_s for resources already, nothing
-    reaches it, and it returns only once placed (then at once: the collector is aborted)."""
+    reaches it, and it returns only once placed (then at once: its collector is gone)."""
     if collector is None:
         return
     if status != "FINISHED":
@@ -284,8 +284,9 @@ def _end_collector(collector, status: str, local_mode: bool, stalled: bool) -> N
             abandon_fits()
         else:
             join_fit(FIT_JOIN_S)
-    if local_mode:  # the process lives on (a reused trial actor): its collector must not
-        ray.kill(collector)
+    # The run is over: its collector goes with it. The driver process may live on (a reused
+    # trial actor, a notebook calling echoray.api.train), and the actor lives as long as its owner.
+    ray.kill(collector)
 
 
 def _open_mlflow_run(cfg, logger, run_dir, pipeline, t0, resume, hooks, train_run_name):
