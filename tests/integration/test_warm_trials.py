@@ -73,6 +73,7 @@ def test_two_runs_in_one_actor_match_a_ray_train_run_and_leave_nothing_behind(
     exp = client.get_experiment_by_name("echoray").experiment_id
     parent = client.create_run(exp).info.run_id
     train_workers, trial_actors = actors("RayTrainWorker"), actors("TrialActor")
+    collectors = alive("RunCollector")  # the session's earlier tests' runs, if any still live
     actor = TrialActor.remote()
     first, pid0 = ray.get(actor.run.remote(overrides, str(tmp_path / "t0"), parent))
     second, pid1 = ray.get(actor.run.remote(overrides, str(tmp_path / "t1"), parent))
@@ -98,7 +99,7 @@ def test_two_runs_in_one_actor_match_a_ray_train_run_and_leave_nothing_behind(
     # again). The first-step times this saves are measured in benchmarks/tune_overhead.py.
     assert pid0 == pid1 and actors("TrialActor") == trial_actors + 1
     assert actors("RayTrainWorker") == train_workers
-    wait_for(lambda: alive("RunCollector") == 0, "the runs' collectors to exit")
+    wait_for(lambda: alive("RunCollector") <= collectors, "the runs' collectors to exit")
     wait_for(lambda: alive("MapWorker(MapBatches(Preprocess))") == 0, "the preprocessing actors to exit")
     ray.kill(actor)
 
