@@ -63,17 +63,19 @@ def bench_input(cfg: PipelineConfig, seconds: float | None, idx: SourceIndex | N
     collector = RunCollector.remote(cfg.echo.factor, cfg.echo.max_factor, n_train=len(idx.train_ids),
                                     max_bad_fraction=cfg.source.max_bad_fraction, start_factor=cfg.echo.auto_start())
     t0 = time.perf_counter()
-    ds = build_train_dataset(cfg, idx, collector)  # built in the timed span, as in a run's start
-    ds.context.execution_options.preserve_order = cfg.preprocess.deterministic  # as train/trainer.py asks
-    batches = StartedStream(batch_stream(ds, cfg, 0))
-    try:
-        marks, produced, cpu = _consume(batches, seconds, collector)
+    try:  # the collector goes however the stream ends (the caller's Ray may live on)
+        ds = build_train_dataset(cfg, idx, collector)  # built in the timed span, as in a run's start
+        ds.context.execution_options.preserve_order = cfg.preprocess.deterministic  # as train/trainer.py asks
+        batches = StartedStream(batch_stream(ds, cfg, 0))
+        try:
+            marks, produced, cpu = _consume(batches, seconds, collector)
+        finally:
+            batches.close()
+        end = time.perf_counter()
+        stages = ray.get(collector.stage_totals.remote())
+        per_row = examples_per_row_read(EchoPlan.from_config(cfg), lambda: ray.get(collector.echo_factor.remote()))
     finally:
-        batches.close()
-    end = time.perf_counter()
-    stages = ray.get(collector.stage_totals.remote())
-    per_row = examples_per_row_read(EchoPlan.from_config(cfg), lambda: ray.get(collector.echo_factor.remote()))
-    ray.kill(collector)
+        ray.kill(collector)
     delivered = steady_rate(marks)
     made = None
     if len(produced) == 2 and produced[1][0] > produced[0][0]:
