@@ -133,11 +133,12 @@ def _start(cfg: PipelineConfig, out: str | None, resume: Resume | None, hooks: R
 def train(cfg: PipelineConfig, pipeline: str, out: str | None, t0: float,
           resume: Resume | None = None, hooks: RunHooks | None = None) -> dict[str, Any]:
     """One run: checks, Ray, the MLflow run, the fit watched to its end, summary.json."""
-    from echoray.train.trainer import TRAIN_RUN_NAME
-
     hooks = hooks or RunHooks()
     quiet = quiet_console()
     site = _start(cfg, out, resume, hooks)
+    # Imported once _start's warm-up thread has imported the trainer (torch, Ray Train):
+    # importing it here first made the main thread wait for that import before Ray started.
+    from echoray.train.trainer import TRAIN_RUN_NAME
     cfg, idx, run_dir, logger = site.cfg, site.idx, site.run_dir, site.logger
     pipeline, t0, run_id = _open_mlflow_run(cfg, logger, run_dir, pipeline, t0, resume, hooks, TRAIN_RUN_NAME)
     log_datasets(logger.client, run_id, idx)  # MLflow dataset inputs: training, evaluation

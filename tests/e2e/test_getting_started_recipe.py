@@ -6,7 +6,10 @@ something that fails (such as a search into a folder an earlier command already 
 What the test changes, and why (the commands themselves run as written):
 - the copy's pipelines/digits.yaml and digits_search.yaml, and every `echoray` command,
   get a tiny budget (source.limit 256, one epoch, no target; `--set` appended to the
-  commands), so the whole walk takes minutes;
+  commands; a search of the tours `--trials 2 --repeats 1`), so the whole walk takes minutes;
+- a command the walk already ran, word for word, in the same folder (getting started
+  repeats three of the README tour's runs and its `mlflow ui`) is not run a second time:
+  it would only add a run folder of the same kind;
 - `mlflow ui` gets `--port` of a free port (other servers run on this machine), is
   waited on until it answers and then stopped;
 - `.venv/bin/activate` is the venv running the tests (as in test_readme_recipe.py).
@@ -29,6 +32,7 @@ from helpers import REPO, free_port
 
 SHORT = {"source": {"limit": 256}, "train": {"max_epochs": 1, "target": None}}
 SHORT_SET = " --set source.limit=256 --set train.max_epochs=1 --set train.target=null"
+SHORT_SEARCH = " --trials 2 --repeats 1"  # argparse: the last --trials/--repeats wins
 
 
 def _commands(block: str) -> list[str]:
@@ -75,8 +79,10 @@ def test_readme_tour_then_getting_started_as_written(tmp_path):
     activate = f". {shlex.quote(str(BIN / 'activate'))}"
     log = tmp_path / "walk.log"
     timings = []
+    walk = list(dict.fromkeys(tour + commands))  # each distinct command once, in reading order
+    assert len(walk) == len(tour) + len(commands) - 4
     with open(log, "w") as out:
-        for cmd in tour + commands:
+        for cmd in walk:
             started = time.time()
             if cmd.startswith("mlflow ui"):
                 port = free_port()
@@ -87,7 +93,8 @@ def test_readme_tour_then_getting_started_as_written(tmp_path):
                 finally:
                     stop_session(ui.pid)
             else:
-                res = subprocess.run(["bash", "-c", f"{activate}; {cmd}{SHORT_SET}"], cwd=repo, stdout=out,
+                budget = SHORT_SET + (SHORT_SEARCH if cmd.startswith("echoray tune") else "")
+                res = subprocess.run(["bash", "-c", f"{activate}; {cmd}{budget}"], cwd=repo, stdout=out,
                                      stderr=subprocess.STDOUT, timeout=900)
                 assert res.returncode == 0, f"{cmd}\n" + log.read_text()[-4000:]
             timings.append(f"{time.time() - started:6.1f} s  {cmd}")
@@ -99,10 +106,13 @@ def test_readme_tour_then_getting_started_as_written(tmp_path):
     print("\n".join(timings))
     assert res.returncode == 0, log.read_text()[-4000:]
     # Every run went where the pages say: three finished searches in their own folders,
-    # and the runs of the two tours and the example (4 + 3 + 1) under runs/.
+    # and the runs of the README tour and the example (4 + 1) under runs/.
     finished = {d.name: json.loads((d / "summary.json").read_text()) for d in (repo / "runs").iterdir()
                 if (d / "summary.json").exists()}
     assert sorted(n for n in finished if "search" in n) == ["api-search", "first-search", "search"]
     trains = {n: s for n, s in finished.items() if n.startswith("digits-")}
-    assert len(trains) == 8 and len(finished) == 11, sorted(finished)
+    assert len(trains) == 5 and len(finished) == 8, sorted(finished)
+    for name, points in (("search", (2, 1)), ("first-search", (2, 1)), ("api-search", (4, 2))):
+        state = json.loads((repo / "runs" / name / "search.json").read_text())
+        assert (state["trials"], state["repeats"]) == points, name
     assert all(s["fresh_examples"] == 256 for s in trains.values())
