@@ -29,6 +29,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 BUDGET_MIN = 150
+# 36 busy runs (8 arms x 2 speeds x 2 repeats + the DataLoader's 4) of about 35 s, and 18
+# time-to-target runs of at most 8 epochs: the full grid (156 runs) would take about 2 h alone.
+ACCEL_ARMS = ("e1,before_augment_e4,after_augment_e4,batch_e2,batch_e4,"
+              "before_augment_auto,after_augment_auto,batch_auto")
 QUICK_BUDGET_MIN = 20
 
 
@@ -72,8 +76,13 @@ PARTS: tuple[Part, ...] = (
          ("input_pipeline_epochs.json",), 7,
          (("benchmarks/input_pipeline.py", "--files", "200", "--repeats", "1", "--seconds", "5", "--parts",
            "epochs", "--name", "input_pipeline_epochs"),), 1.5),
-    Part("accelerator", (("benchmarks/accelerator.py",),), ("accelerator.json",), 10,
-         (("benchmarks/accelerator.py", "--smoke"),), 2),
+    Part("accelerator", (("benchmarks/accelerator.py", "--workers", "1", "--repeats", "2", "--arms", ACCEL_ARMS),
+                         ("benchmarks/accelerator.py", "--form", "padded", "--target", "0.9", "--workers", "1",
+                          "--repeats", "3", "--arms", "e1,batch_e4,batch_auto", "--name", "accelerator_ttt")),
+         ("accelerator.json", "accelerator_ttt.json"), 34,
+         (("benchmarks/accelerator.py", "--smoke"),), 2,
+         "one Ray Train worker (not 1 and 2), 2 repeats (not 3), e = 4 at each placement and e = 2 for "
+         "batch echo (not 2, 4, 8 everywhere); time to target: e = 1, batch e = 4 and batch auto"),
     Part("search_overhead", (("benchmarks/tune_overhead.py", "--trivial", "0", "--echoray", "8",
                               "--echoray-concurrency", "2", "1"),), ("tune_overhead.json",), 4,
          (("benchmarks/tune_overhead.py", "--trivial", "4", "--echoray", "0"),), 0.5),
