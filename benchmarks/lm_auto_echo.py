@@ -2,9 +2,8 @@
 R about 5 (benchmarks/lm.py --part auto): auto against e = 1 and the fixed factors.
 
 The small LM (benchmarks/lm_common.py) reads its corpus through the emulated slow store
-(slow_store.py; NOT AVAILABLE for text since the store left the product: the reader by
-import path cannot wrap source.kind text, so --part auto stops at its first run naming
-that, issue 59), one request in flight (source.read_concurrency 1). By default the emulated store charges per
+(slow_store.py, inner: text), one request in flight (source.read_concurrency 1). By
+default the emulated store charges per
 byte read (`--auto-store bandwidth`; the text's bytes, after gzip, as if it were stored
 plain): a probe run at e = 1 with a 1 ms request latency measures the upstream compute
 rate u0 and the downstream rate d, and a sequence of b bytes (65.2 on this corpus: 65.1

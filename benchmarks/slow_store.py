@@ -7,14 +7,16 @@ would. echoray itself knows nothing of it (data/sources/custom.py is the reader 
 
 source.options (every other source key, path, chunk_size, limit, image_size, ..., is the
 source section's own and reaches the inner source unchanged):
-  inner             the source kind read: digits, cifar10, idx, image_folder, parquet, or a
-                    reader by import path. Not text: echoray keys its text path on
-                    source.kind itself.
+  inner             the source kind read: digits, cifar10, idx, image_folder, parquet, text,
+                    or a reader by import path.
   latency_ms        waited per store request: a GET per sample where each sample is its
-                    own file (SourceIndex.shuffled_reads: image_folder), else a range read
-                    per read-plan chunk of source.chunk_size ids. Requests in flight
-                    overlap: n requests take ceil(n / reads in flight) latencies.
-  bandwidth_mb_s    transfer rate of the bytes a read returns; null: unlimited.
+                    own file (SourceIndex.shuffled_reads: image_folder), a range read per
+                    piece of a text unit (a document's part within source.range_bytes),
+                    else a range read per read-plan chunk of source.chunk_size ids.
+                    Requests in flight overlap: n requests take ceil(n / reads in flight)
+                    latencies.
+  bandwidth_mb_s    transfer rate of the bytes a read returns (text: the bytes of the
+                    documents read, as stored); null: unlimited.
   change_after_s, latency_ms_after   (together) from change_after_s after this reader's
                     first read on, latency_ms_after replaces latency_ms (a store that gets
                     faster or slower mid-run; each preprocessing actor has its own clock).
@@ -92,10 +94,9 @@ def parse_options(options: dict) -> Store:
         why = "; ".join(f"{'.'.join(map(str, e['loc'])) or '(options)'}: {e['msg'].removeprefix('Value error, ')}"
                         for e in exc.errors())
         raise SourceError(f"source.options of source.kind {KIND!r}: {why}") from None
-    if store.inner in ("text", KIND):
+    if store.inner == KIND:
         raise SourceError(f"source.options.inner {store.inner!r}: the slow store wraps digits, cifar10, idx, "
-                          "image_folder, parquet or a reader by import path (echoray keys its text path on "
-                          "source.kind itself, so text cannot be wrapped)")
+                          "image_folder, parquet, text or a reader by import path, not itself")
     return store
 
 
@@ -135,7 +136,7 @@ class SlowStore:
         self.chunk_size, self.in_flight = mine["chunk_size"], idx.read_concurrency
         self.per_sample = idx.shuffled_reads  # one file per sample: a request each
         # The outer reader retries a URI's reads (storage.retry_s): the inner one does not.
-        self.inner = open_reader(dataclasses.replace(idx, kind=self.store.inner, retry_s=0.0))
+        self.inner = open_reader(dataclasses.replace(idx, kind=self.store.inner, reader=None, retry_s=0.0))
         self.first_read: float | None = None
 
     def requests(self, n_ids: int) -> int:
@@ -143,12 +144,24 @@ class SlowStore:
 
     def read(self, ids: np.ndarray, split: str) -> tuple[np.ndarray, np.ndarray]:
         images, labels = self.inner.read(ids, split)
-        if split != "train" or len(ids) == 0:
-            return images, labels
+        if split == "train" and len(ids):
+            self._wait(self.requests(len(ids)), images.nbytes)
+        return images, labels
+
+    def read_units(self, split: str, epochs: np.ndarray, units: np.ndarray) -> dict[str, np.ndarray]:
+        """Text (the inner kind "text"): a range request per piece of each unit, the bytes
+        of the documents read at bandwidth_mb_s."""
+        before = self.inner.bytes_read
+        rows = self.inner.read_units(split, epochs, units)
+        if split == "train" and len(units):
+            pieces = sum(len(self.inner.d["train_units"][int(u)]) for u in units)
+            self._wait(pieces, self.inner.bytes_read - before)
+        return rows
+
+    def _wait(self, requests: int, n_bytes: int) -> None:
         now = self.clock()
         if self.first_read is None:
             self.first_read = now
-        wait = self.store.wait_s(self.requests(len(ids)), images.nbytes, self.in_flight, now - self.first_read)
+        wait = self.store.wait_s(requests, n_bytes, self.in_flight, now - self.first_read)
         if wait > 0:
             self.sleep(wait)  # waiting, not computing: what a network read costs
-        return images, labels

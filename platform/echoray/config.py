@@ -548,9 +548,11 @@ class PipelineConfig(Section):
 
 
 def _check_text(cfg: PipelineConfig) -> None:
-    """Text and image settings do not mix: an LM needs a text source and an LM metric, and
-    text has no input augmentation (unset ops become [], set ones are refused)."""
-    text, lm = cfg.source.kind == "text", cfg.model.name == "transformer_lm"
+    """Text and image settings do not mix: an LM needs a text source (or a reader by import
+    path that serves text units: data/sources/custom.py) and an LM metric, and text has no
+    input augmentation (unset ops become [], set ones are refused)."""
+    lm = cfg.model.name == "transformer_lm"
+    text = lm if plugins.is_import_path(cfg.source.kind) else cfg.source.kind == "text"
     if text != lm:
         raise ValueError("source.kind: text goes with model.name: transformer_lm (and only with it)")
     if cfg.train.metric == "accuracy" and cfg.train.target is not None and cfg.train.target > 1:

@@ -21,7 +21,7 @@ import ray
 
 from echoray.config import PipelineConfig
 from echoray.config_load import ConfigError, flatten, to_yaml
-from echoray.data.sources import SourceIndex, index_source
+from echoray.data.sources import SourceError, SourceIndex, index_source
 from echoray.data.sources.file_table import publish_index
 from echoray.data.text.run_files import (
     LM_EPOCH_KEYS,
@@ -111,6 +111,9 @@ def _start(cfg: PipelineConfig, out: str | None, resume: Resume | None, hooks: R
     sqlite store migrates its schema, torch and Ray Train take seconds to import) MLflow."""
     cfg = resumed_tokenizer(cfg, resume.run_dir if resume else None)
     idx: SourceIndex = index_source(cfg.source, cfg.storage.retry_s)
+    if idx.reader and (idx.kind == "text") != (cfg.model.name == "transformer_lm"):
+        raise SourceError(f"source.kind {idx.reader!r}: its reader serves {'text' if idx.kind == 'text' else 'images'}, "
+                          f"which model.name {cfg.model.name!r} does not train on")
     uri = tracking_uri(cfg)
     check_reachable(uri)
     run_dir = resume.run_dir if resume else new_run_dir(cfg, out)

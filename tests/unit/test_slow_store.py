@@ -86,7 +86,7 @@ def test_a_read_really_waits():
     ("{latency_ms: 20}", "source.options of source.kind 'slow_store:SlowStore': inner: Field required"),
     ("{inner: digits, change_after_s: 1}", "(options): change_after_s and latency_ms_after go together"),
     ("{inner: digits, latency: 1}", "latency: Extra inputs are not permitted"),
-    ("{inner: text}", "source.options.inner 'text'"),
+    ("{inner: 'slow_store:SlowStore'}", "source.options.inner 'slow_store:SlowStore'"),
     ("{inner: image_folder}", "source.options.inner 'image_folder': source.path is required"),
 ])
 def test_bad_options_name_the_key(options, named):
@@ -107,3 +107,34 @@ def test_the_removed_source_remote_names_the_slow_store(tmp_path):
         load_config(yaml_file)
     assert want in str(err.value) and str(yaml_file) in str(err.value)
     assert slow_store.KIND == "slow_store:SlowStore"
+
+
+def test_text_behind_the_store_reads_the_text_sources_units_and_waits_per_piece(repo, tmp_path, monkeypatch):
+    """inner: text: the index is the text source's (kind "text", this reader named as its
+    reader), read_units returns the plain reader's rows, and a training read waits one
+    latency per piece of each unit plus its bytes at the bandwidth."""
+    for i in range(6):
+        (tmp_path / f"doc{i}.txt").write_text("".join(f"line {i} {j} of the kernel docs\n" for j in range(120)))
+    text = ["source.seq_len=32", "source.range_bytes=1024", "source.text_suffixes=[.txt]", f"source.path={tmp_path}"]
+    pipeline = repo / "pipelines" / "lm_linux_doc.yaml"
+    cfg = load_config(pipeline, [*text, "source.kind=slow_store:SlowStore", "source.read_concurrency=1",
+                                 "source.options={inner: text, latency_ms: 20, bandwidth_mb_s: 1}"]).source
+    idx, plain_idx = index_source(cfg), index_source(load_config(pipeline, text).source)
+    assert (idx.kind, idx.reader, plain_idx.reader) == ("text", "slow_store:SlowStore", None)
+    assert np.array_equal(idx.train_ids, plain_idx.train_ids)
+    reader, plain = open_reader(idx), open_reader(plain_idx)
+    t = FakeTime(monkeypatch)
+    units = np.array([0, 2, 3], dtype=np.int64)
+    epochs = np.zeros(3, dtype=np.int64)
+    got, want = reader.read_units("train", epochs, units), plain.read_units("train", epochs, units)
+    assert all(np.array_equal(got[k], want[k]) for k in want)
+    pieces = sum(len(idx.details["train_units"][u]) for u in units)
+    n_bytes = sum(stop - start for u in units for _, start, stop in idx.details["train_units"][u])
+    assert t.slept == [pytest.approx(pieces * 0.02 + n_bytes / 1e6)]
+    reader.read_units("eval", epochs[:1], units[:1])  # held-out reads are not slowed
+    assert len(t.slept) == 1
+
+
+def test_an_lm_on_a_reader_of_images_is_refused_naming_the_kind():
+    with pytest.raises(ConfigError, match="source.kind: text goes with model.name: transformer_lm"):
+        load_config(None, ["model.name=transformer_lm", "train.metric=bits_per_byte"])

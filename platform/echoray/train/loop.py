@@ -132,7 +132,7 @@ class WorkerLoop:
         self.rank, self.world, self.device = env.rank, env.world, torch.device(env.device)
         self.n_train, self.channels, self.num_classes = n_train, channels, num_classes
         self.metric = metric_named(cfg.train.metric)
-        self.text = cfg.source.kind == "text"  # samples are token rows (train/lm.py), not images
+        self.text = cfg.model.name == "transformer_lm"  # samples are token rows (train/lm.py), not images
         ba = cfg.batch_augmentation
         self.copies = ba.copies
         self.grouped = ba.mode == "grouped"

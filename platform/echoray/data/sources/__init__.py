@@ -43,7 +43,9 @@ def index_source(cfg: SourceConfig, retry_s: float = 120.0) -> SourceIndex:
 
 
 def open_reader(idx: SourceIndex) -> Reader:
-    if is_import_path(idx.kind):
+    if idx.reader and idx.kind == "text":  # a reader of the user's serving text units: read_units
+        from echoray.data.sources.custom import text_reader as cls
+    elif idx.reader:
         from echoray.data.sources.custom import CheckedReader as cls
     elif idx.kind == "digits":
         from echoray.data.sources.digits import DigitsReader as cls

@@ -41,6 +41,11 @@ class SourceIndex:
     # answering (storage.retry_s; echoray/storage_retry.py).
     locations: dict[str, str] = field(default_factory=dict)
     retry_s: float = 120.0
+    # The import path of the reader that made this index (source.kind "package.module:Reader",
+    # data/sources/custom.py), None for a built-in kind. `kind` is then what the rows are:
+    # the import path for images, or "text" where the reader serves text units as
+    # data/text/source.py's TextReader does (read_units).
+    reader: str | None = None
 
 
 class Reader(Protocol):

@@ -35,12 +35,16 @@ from echoray.plugins import load_object
 
 
 def index(cfg: SourceConfig) -> SourceIndex:
-    """The reader class's index, checked, its kind set to the import path (open_reader's key)."""
+    """The reader class's index, checked, its reader set to the import path (open_reader's
+    key). Its kind stays "text" where the reader serves text units (an index made by the
+    text source, read_units); any other kind becomes the import path (image rows)."""
     cls = load_object(cfg.kind, "source.kind")
     idx = cls.index(cfg)
     if not isinstance(idx, SourceIndex):
         raise SourceError(f"source.kind {cfg.kind!r}: index(cfg) returned {type(idx).__name__}, not a SourceIndex")
-    idx.kind = cfg.kind
+    idx.reader = cfg.kind
+    if idx.kind != "text":
+        idx.kind = cfg.kind
     idx.train_ids = np.asarray(idx.train_ids, dtype=np.int64)
     idx.eval_ids = np.asarray(idx.eval_ids, dtype=np.int64)
     return idx
@@ -51,8 +55,8 @@ class CheckedReader:
     naming source.kind instead of deep in a train step."""
 
     def __init__(self, idx: SourceIndex):
-        self.kind, self.num_classes = idx.kind, idx.num_classes
-        self.inner: Reader = load_object(idx.kind, "source.kind")(idx)
+        self.kind, self.num_classes = idx.reader, idx.num_classes
+        self.inner: Reader = load_object(idx.reader, "source.kind")(idx)
 
     def read(self, ids: np.ndarray, split) -> tuple[np.ndarray, np.ndarray]:
         images, labels = self.inner.read(np.asarray(ids, dtype=np.int64), split)
@@ -64,3 +68,8 @@ class CheckedReader:
             raise SourceError(f"source.kind {self.kind!r}: read returned labels {labels.shape} outside "
                               f"[0, {self.num_classes}) or not one per id")
         return images, labels.astype(np.int64)
+
+
+def text_reader(idx: SourceIndex):
+    """The user's reader of text units (its index is the text source's, kind "text")."""
+    return load_object(idx.reader, "source.kind")(idx)

@@ -38,7 +38,7 @@ def resumed_tokenizer(cfg, run_dir: Path | None):
     would train again, without the training)."""
     tok = cfg.source.tokenizer
     saved = run_dir / "tokenizer.json" if run_dir is not None else None
-    if cfg.source.kind != "text" or tok.kind != "bpe" or tok.path or saved is None or not saved.is_file():
+    if cfg.model.name != "transformer_lm" or tok.kind != "bpe" or tok.path or saved is None or not saved.is_file():
         return cfg
     return cfg.model_copy(update={"source": cfg.source.model_copy(
         update={"tokenizer": tok.model_copy(update={"path": str(saved)})})})
