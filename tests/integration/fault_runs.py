@@ -1,0 +1,108 @@
+"""What the fault tests share (test_preprocess_actor_lost.py, test_collector_lost.py): an
+`echoray train` driver in a subprocess attached to the tests' local Ray, whose console
+lines are read as they come (with the time each arrived), the training step a run has
+reached read from its progress lines, Ray's actors found through the public state API,
+and the exact-count audit of a finished run."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import ray
+from ray.util.state import list_actors
+
+# `[echoray]   epoch   1  step     12 ...` (a live progress line) or `[echoray] epoch   1  step     30 ...`
+STEP = re.compile(r"\[echoray\]\s+epoch\s+\d+\s+step\s+(\d+)\s")
+
+
+def echoray_bin() -> str:
+    return str(Path(sys.executable).parent / "echoray")
+
+
+class Driver:
+    """`echoray ARGS` in a subprocess attached to the tests' local Ray (as a `ray job submit`
+    driver attaches), its output collected line by line with each line's arrival time."""
+
+    def __init__(self, args: list[str], cwd: Path):
+        env = {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
+        self.proc = subprocess.Popen([echoray_bin(), *args], cwd=cwd, env=env, text=True,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.lines: list[tuple[float, str]] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.append((time.time(), line))
+            print(f"{time.monotonic():.1f} {line}", end="", flush=True)
+
+    def steps(self, since: float = 0.0) -> list[tuple[float, int]]:
+        """(arrival time, step) of every progress or epoch line that came after `since`."""
+        return [(t, int(m.group(1))) for t, line in list(self.lines) if t > since and (m := STEP.search(line))]
+
+    def wait_for_step(self, step: int, timeout_s: float = 300, since: float = 0.0) -> tuple[float, int]:
+        """The first line after `since` that shows a training step >= `step`."""
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
+            hit = next(((t, s) for t, s in self.steps(since) if s >= step), None)
+            if hit:
+                return hit
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"no step >= {step} in:\n{self.output[-4000:]}")
+
+    def finish(self, timeout_s: float = 600) -> int:
+        rc = self.proc.wait(timeout=timeout_s)
+        self._reader.join(timeout=10)
+        return rc
+
+    @property
+    def output(self) -> str:
+        return "".join(line for _, line in self.lines)
+
+
+def alive_actors(class_part: str) -> list:
+    """ALIVE actors of this Ray (its address explicitly: other Rays may run on the machine)
+    whose class name contains `class_part`, through Ray's public state API."""
+    actors = list_actors(address=ray.get_runtime_context().gcs_address, filters=[("state", "=", "ALIVE")],
+                         limit=10_000, detail=True)
+    return [a for a in actors if class_part in a.class_name]
+
+
+def wait_for(predicate, what: str, timeout_s: float = 300):
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def assert_exact_counts(summary: dict, run_dir: Path, n_train: int, epochs: int, copies: int, batch: int) -> None:
+    """An integer echo factor over whole read-plan epochs, as an unfailed run of any seed
+    trains it: every (epoch, sample) of every epoch exactly `copies` times, each copy once;
+    fresh = the distinct (epoch, sample) trained, at the end and at every epoch; full
+    batches, each step once."""
+    audit = pq.read_table(run_dir / "audit.parquet").to_pydict()
+    pairs = list(zip(audit["epoch"], audit["sample_id"], strict=True))
+    per_pair = Counter(pairs)
+    assert Counter(e for e, _ in per_pair) == {e: n_train for e in range(epochs)}  # every epoch complete
+    assert set(per_pair.values()) == {copies}  # no pair more often than its echo copies, none fewer
+    assert max(Counter(zip(audit["epoch"], audit["sample_id"], audit["view"], strict=True)).values()) == 1
+    steps = n_train * epochs * copies // batch
+    assert Counter(audit["step"]) == {s: batch for s in range(steps)}
+    assert summary["fresh_examples"] == len(per_pair) == n_train * epochs
+    assert summary["trained_examples"] == len(pairs) == n_train * epochs * copies
+    assert summary["steps"] == steps
+    assert [h["fresh_examples"] for h in summary["history"]] == [
+        len({p for p, s in zip(pairs, audit["step"], strict=True) if s < h["step"]}) for h in summary["history"]]
