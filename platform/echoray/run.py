@@ -33,7 +33,14 @@ from echoray.messages import epoch_line, quiet_console, say, say_console_log, sa
 from echoray.preflight import fit_cluster, new_run_dir, storage_checked
 from echoray.resume import Resume, backfill, find_checkpoint, write_run_state
 from echoray.runtime.collector import RunCollector
-from echoray.runtime.monitor import StallError, abandon_fits, join_fit, stop_training, watch_fit
+from echoray.runtime.monitor import (
+    CollectorLost,
+    StallError,
+    abandon_fits,
+    join_fit,
+    stop_training,
+    watch_fit,
+)
 from echoray.runtime.progress import EpochClock, LiveProgress, progress_line, progress_metrics
 from echoray.runtime.session import start_ray
 from echoray.storage import checkpoint_location, is_uri, open_location
@@ -187,6 +194,9 @@ def _fit(site: _Site, resume: Resume | None, hooks: RunHooks, where: tuple) -> d
         raise
     except StallError:
         stalled = True
+        raise
+    except CollectorLost:  # its live state is gone; the checkpoints are not (exit 1)
+        say(f"the run's collector actor was lost; continue with: echoray train --resume {site.run_dir}")
         raise
     finally:
         _end_collector(collector, status, site.local_mode, stalled)

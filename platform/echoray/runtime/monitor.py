@@ -42,6 +42,21 @@ class FatalTrainingError(RuntimeError):
     """An error in training that a retry would meet again (a diverged loss)."""
 
 
+class CollectorLost(RuntimeError):
+    """The run's collector actor died (its process or node lost). It held the run's live
+    state (which epochs are final, the audit since the last checkpoint), so the run
+    cannot go on; the checkpoints can: `echoray train --resume` continues from them."""
+
+
+def poll_collector(collector, *args) -> dict[str, Any]:
+    """collector.poll(*args); CollectorLost when the actor is gone (Ray's actor-death errors,
+    public in ray.exceptions)."""
+    try:
+        return ray.get(collector.poll.remote(*args))
+    except (ray.exceptions.ActorDiedError, ray.exceptions.ActorUnavailableError) as exc:
+        raise CollectorLost(f"the run's collector actor was lost ({type(exc).__name__})") from exc
+
+
 def stall_message(plan: ResourcePlan, waited_s: float) -> str:
     total = ray.cluster_resources()
     avail = ray.available_resources()
@@ -171,7 +186,7 @@ def _watch(done: threading.Event, collector, plan, stall_timeout_s, started, pol
         # finish (a local-mode run) ended between a poll and
         # the check after it in 2 of 20 digits trials ("no final report from rank 0").
         ended = done.is_set()
-        state = ray.get(collector.poll.remote(seen, seen_factors, final_since, ended))
+        state = poll_collector(collector, seen, seen_factors, final_since, ended)
         if on_tick:
             on_tick(state["tick"], state["echo_factor"])
         for ev in state["events"]:

@@ -1,0 +1,67 @@
+"""The run's collector actor lost mid-run (SIGKILL of its process, as when its node goes):
+the run ends with exit 1 and prints the resume command, writing nothing half (no
+summary.json, no audit.parquet, run.json and the checkpoints as they were); `echoray
+train --resume` then finishes it with the counts of an unfailed run. The collector held
+the run's live state (final epochs, the audit since the last checkpoint), which the
+checkpoints hold too. Echo before augmentation at an integer factor (2) over whole
+read-plan epochs makes those counts exact for any seed."""
+
+import json
+import os
+import signal
+import time
+
+from fault_runs import Driver, alive_actors, assert_exact_counts, wait_for
+from mlflow.tracking import MlflowClient
+
+N_TRAIN, EPOCHS, BATCH, COPIES = 640, 3, 32, 2  # 40 steps an epoch, 120 in all
+STEPS_PER_EPOCH = N_TRAIN * COPIES // BATCH
+
+
+def collector_pids() -> list[int]:
+    return [a.pid for a in alive_actors("RunCollector")]
+
+
+def test_lost_collector_ends_the_run_and_resume_finishes_it_exactly(local_ray, tmp_path, sqlite_uri):
+    run = tmp_path / "run"
+    # Trained in the driver's process (Ray Train's local mode), checkpoints in the run folder
+    # at every epoch; the slow store makes an epoch last ~3 s, so the kill lands inside epoch 2.
+    a = Driver(["train", "--set", f"tracking.uri={sqlite_uri}", "--set", f"source.limit={N_TRAIN}",
+                "--set", f"train.batch_size={BATCH}", "--set", f"train.max_epochs={EPOCHS}",
+                "--set", "train.target=null", "--set", "echo.stage=before_augment",
+                "--set", f"echo.factor={COPIES}", "--set", "audit.enabled=true",
+                "--set", "scaling.local_mode=true", "--set", "train.log_every_s=0.3",
+                "--set", "train.checkpoint_min_interval_s=0", "--set", "source.kind=slow_store:SlowStore",
+                "--set", "source.options={inner: digits, latency_ms: 80}", "--out", str(run)], tmp_path)
+    a.wait_for_step(STEPS_PER_EPOCH + 1)  # epoch 1 done and checkpointed: training in epoch 2
+    pids = wait_for(collector_pids, "the collector actor")
+    assert len(pids) == 1, pids
+    state_before = (run / "run.json").read_text()
+    killed_at = time.time()
+    os.kill(pids[0], signal.SIGKILL)
+    assert a.finish() == 1, a.output[-3000:]
+    ended_at = time.time()
+    assert f"continue with: echoray train --resume {run}" in a.output
+    assert "echoray: run failed: CollectorLost" in a.output
+    # nothing half-written: no summary or audit, run.json untouched, the MLflow run FAILED
+    assert not (run / "summary.json").exists() and not (run / "audit.parquet").exists()
+    assert (run / "run.json").read_text() == state_before
+    run_id = json.loads(state_before)["mlflow_run_id"]
+    client = MlflowClient(sqlite_uri)
+    assert client.get_run(run_id).info.status == "FAILED"
+
+    b = Driver(["train", "--resume", str(run)], tmp_path)
+    resumed_at, step = b.wait_for_step(1, since=ended_at)
+    assert b.finish() == 0, b.output[-3000:]
+    resumed_from = json.loads((run / "run.json").read_text())["resumes"][0]["from_epoch"]
+    print(f"\ncollector killed: driver exit 1 after {ended_at - killed_at:.1f} s; the resumed run trained "
+          f"(step {step}) {resumed_at - killed_at:.1f} s after the kill, from the checkpoint of epoch "
+          f"{resumed_from}")
+    assert resumed_from >= 1 and f"from the checkpoint of epoch {resumed_from}" in b.output
+
+    s = json.loads((run / "summary.json").read_text())
+    assert s["mlflow_run_id"] == run_id and s["epochs"] == EPOCHS
+    assert [r["from_epoch"] for r in s["faults"]["driver_resumes"]] == [resumed_from]
+    assert_exact_counts(s, run, N_TRAIN, EPOCHS, COPIES, BATCH)
+    assert sorted(m.step for m in client.get_metric_history(run_id, "accuracy")) == list(range(1, EPOCHS + 1))
+    assert client.get_run(run_id).info.status == "FINISHED"
