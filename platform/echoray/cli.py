@@ -30,7 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override one config key (repeatable), e.g. --set echo.factor=2")
     t.add_argument("--out", help="run folder (default runs/<name>-<timestamp>)")
     t.add_argument("--resume", metavar="RUN_DIR",
-                   help="continue an interrupted run from its latest checkpoint (same MLflow run)")
+                   help="continue an interrupted run from its latest checkpoint (same MLflow run); "
+                        "--set may change only its placement and timeouts")
     t.add_argument("--verbose", action="store_true",
                    help="print Ray's and MLflow's own messages here too (default: RUN_DIR/console.log)")
 
@@ -182,11 +183,11 @@ def _validated(args: argparse.Namespace, argv: list[str]):
         if args.resume and (args.overrides or args.trials or args.repeats or args.out):
             raise ConfigError("--resume continues a run as it was started: drop --set/--trials/--repeats/--out")
     if args.command == "train" and args.resume:
-        if args.pipeline or args.overrides or args.out:
-            raise ConfigError("--resume continues a run as it was started: drop PIPELINE/--set/--out")
+        if args.pipeline or args.out:
+            raise ConfigError("--resume continues a run in its own folder with its own pipeline: drop PIPELINE/--out")
         from echoray.resume import open_run
 
-        return open_run(args.resume)
+        return open_run(args.resume, args.overrides)  # --set: only what a resume may change
     if args.command == "train":
         return _own_data_config(args), None
     if args.command != "report" and not args.resume:

@@ -7,6 +7,14 @@ from the latest checkpoint Ray Train registered (the one its restarted controlle
 hand to the workers), logs any finished epochs that the dead driver had not logged yet,
 and then continues as a normal run. A folder with `summary.json` is finished and is not
 resumed.
+
+`--set KEY=VALUE` with `--resume` may change how the rest of the run is placed and
+watched (CHANGEABLE_ON_RESUME: the preprocessing pool, the workers' CPUs and resources,
+timeouts), for this resume only: config.yaml keeps the values the run started with and
+run.json's `resumes` entry lists the changes. Every other key decides the run's samples,
+steps or model and is refused naming it (ConfigError: exit 2), scaling.num_workers
+included: the checkpoints hold each worker's counters, and the step count at which an
+epoch ends and the learning-rate schedule follow from the number of workers.
 """
 
 from __future__ import annotations
@@ -18,11 +26,18 @@ from pathlib import Path
 from typing import Any
 
 from echoray.config import PipelineConfig
-from echoray.config_load import ConfigError, load_config
+from echoray.config_load import ConfigError, flatten, load_config
 from echoray.records import CheckpointMeta
 from echoray.storage import StorageError, is_uri, open_location
 
 RUN_STATE = "run.json"
+
+# Dotted keys (a trailing "." covers a section) that `--resume RUN --set` may change: where
+# the rest of the run's work is placed and how long the driver waits, none of its samples,
+# steps, model or numbers. The read plan and the replay of consumed rows depend on neither
+# the preprocessing pool's size nor where it runs (data/plan.py, data/replay.py).
+CHANGEABLE_ON_RESUME = ("preprocess.actors.", "scaling.cpus_per_worker", "scaling.resources_per_worker",
+                        "storage.retry_s", "train.log_every_s", "train.stall_timeout_s")
 
 
 @dataclass
@@ -34,6 +49,7 @@ class Resume:
     started_at: float
     resumes: list[dict[str, Any]]
     storage: str  # where Ray Train keeps the checkpoints: a folder or an object store URI
+    changed: dict[str, list[str]] = field(default_factory=dict)  # --set on this resume: key -> [was, now]
     # "ray_train", or "local_mode": the run trained in Ray Train's local mode and keeps its
     # checkpoints in a CheckpointStore (train/local_fit.py); a run resumes the way it started.
     trainer: str = "ray_train"
@@ -68,8 +84,27 @@ def write_run_state(run_dir: Path, *, mlflow_run_id: str, tracking_uri: str, pip
     tmp.replace(run_dir / RUN_STATE)
 
 
-def open_run(run_dir: str) -> tuple[PipelineConfig, Resume]:
-    """Validate the folder and load its config, before anything starts (ConfigError: exit 2)."""
+def changes_on_resume(started: PipelineConfig, now: PipelineConfig, key: str) -> dict[str, list[str]]:
+    """The keys `now` changes from `started` ({key: [was, now]}); ConfigError naming the first
+    one a resume cannot change (CHANGEABLE_ON_RESUME)."""
+    was, new = flatten(started), flatten(now)
+    changed = {k: [was.get(k, "(unset)"), new.get(k, "(unset)")] for k in sorted(set(was) | set(new))
+               if was.get(k) != new.get(k)}
+    for k, (old, value) in changed.items():
+        if k.startswith(CHANGEABLE_ON_RESUME) or k in CHANGEABLE_ON_RESUME:
+            continue
+        why = (" (the checkpoints hold each worker's counters; the steps of an epoch and the "
+               "learning-rate schedule follow from the number of workers)" if k == "scaling.num_workers" else
+               " (it decides the run's samples, steps or model)")
+        raise ConfigError(f"{key}: {k} cannot change on resume{why}: the run has {old}, --set gives {value}. "
+                          f"Resume without it, or start a new run; a resume may change: "
+                          f"{', '.join(c.rstrip('.') for c in CHANGEABLE_ON_RESUME)}")
+    return changed
+
+
+def open_run(run_dir: str, overrides: list[str] | None = None) -> tuple[PipelineConfig, Resume]:
+    """Validate the folder and load its config, with `overrides` (--set) where a resume may
+    change them, before anything starts (ConfigError: exit 2)."""
     d = Path(run_dir)
     key = f"--resume {d}"
     if not d.is_dir():
@@ -95,12 +130,17 @@ def open_run(run_dir: str) -> tuple[PipelineConfig, Resume]:
         except StorageError as exc:
             raise ConfigError(f"{key}: {exc}") from None
     cfg = load_config(d / "config.yaml")
+    changed = {}
+    if overrides:
+        new = load_config(d / "config.yaml", overrides)
+        changed = changes_on_resume(cfg, new, key)
+        cfg = new
     if not cfg.train.checkpoint_every:  # its epochs were logged as they came: a restart would repeat them
         raise ConfigError(f"{key}: the run kept no checkpoints (train.checkpoint_every: 0); it cannot be resumed")
     cfg.tracking.uri = uri  # the same store, whatever the current folder or environment
     return cfg, Resume(run_dir=d, mlflow_run_id=run_id, tracking_uri=uri, pipeline=state["pipeline"],
                        started_at=float(state["started_at"]), resumes=list(state.get("resumes", [])),
-                       storage=storage, trainer=trainer)
+                       storage=storage, trainer=trainer, changed=changed)
 
 
 def find_checkpoint(resume: Resume, train_run_name: str) -> None:
@@ -117,7 +157,8 @@ def find_checkpoint(resume: Resume, train_run_name: str) -> None:
         resume.meta = read_meta(kept[-1])
         for ckpt in kept:  # every kept one; with the audit on, all of them
             resume.audit += read_audit(ckpt)
-    resume.resumes.append({"at": time.time(), "from_epoch": resume.epoch})
+    resume.resumes.append({"at": time.time(), "from_epoch": resume.epoch,
+                           **({"changed": resume.changed} if resume.changed else {})})
 
 
 def _ray_train_checkpoints(resume: Resume, train_run_name: str) -> list:

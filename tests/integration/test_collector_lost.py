@@ -3,15 +3,18 @@ the run ends with exit 1 and prints the resume command, writing nothing half (no
 summary.json, no audit.parquet, run.json and the checkpoints as they were); `echoray
 train --resume` then finishes it with the counts of an unfailed run. The collector held
 the run's live state (final epochs, the audit since the last checkpoint), which the
-checkpoints hold too. Echo before augmentation at an integer factor (2) over whole
+checkpoints hold too. The resume may change the preprocessing pool (`--set
+preprocess.actors.*`), not what decides the samples (scaling.num_workers: exit 2, named).
+Echo before augmentation at an integer factor (2) over whole
 read-plan epochs makes those counts exact for any seed."""
 
 import json
 import os
 import signal
+import subprocess
 import time
 
-from fault_runs import Driver, alive_actors, assert_exact_counts, wait_for
+from fault_runs import Driver, alive_actors, assert_exact_counts, echoray_bin, wait_for
 from mlflow.tracking import MlflowClient
 
 N_TRAIN, EPOCHS, BATCH, COPIES = 640, 3, 32, 2  # 40 steps an epoch, 120 in all
@@ -50,10 +53,22 @@ def test_lost_collector_ends_the_run_and_resume_finishes_it_exactly(local_ray, t
     client = MlflowClient(sqlite_uri)
     assert client.get_run(run_id).info.status == "FAILED"
 
-    b = Driver(["train", "--resume", str(run)], tmp_path)
+    # A resume that would change what the run trains is refused naming the key, nothing touched.
+    refused = subprocess.run([echoray_bin(), "train", "--resume", str(run), "--set", "scaling.num_workers=2"],
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "scaling.num_workers cannot change on resume" in refused.stderr
+    assert (run / "run.json").read_text() == state_before and client.get_run(run_id).info.status == "FAILED"
+
+    # The resume goes on with a pool of two preprocessing actors (a cluster with more CPUs).
+    wait_for(lambda: not alive_actors("MapWorker"), "the first driver's actors gone")
+    b = Driver(["train", "--resume", str(run), "--set", "preprocess.actors.min_size=2",
+                "--set", "preprocess.actors.max_size=2"], tmp_path)
     resumed_at, step = b.wait_for_step(1, since=ended_at)
+    assert len(wait_for(lambda: alive_actors("MapWorker"), "the resumed run's actors")) == 2
     assert b.finish() == 0, b.output[-3000:]
-    resumed_from = json.loads((run / "run.json").read_text())["resumes"][0]["from_epoch"]
+    resumed = json.loads((run / "run.json").read_text())["resumes"][0]
+    assert resumed["changed"] == {"preprocess.actors.max_size": ["1", "2"], "preprocess.actors.min_size": ["1", "2"]}
+    resumed_from = resumed["from_epoch"]
     print(f"\ncollector killed: driver exit 1 after {ended_at - killed_at:.1f} s; the resumed run trained "
           f"(step {step}) {resumed_at - killed_at:.1f} s after the kill, from the checkpoint of epoch "
           f"{resumed_from}")

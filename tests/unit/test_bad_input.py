@@ -273,7 +273,7 @@ def _not_a_run(run):
 
 
 @pytest.mark.parametrize("make, extra", [(_finished, []), (_not_a_run, []),
-                                          (lambda run: "drop PIPELINE/--set/--out", ["--set", "seed=1"])])
+                                          (lambda run: "drop PIPELINE/--out", ["--out", "elsewhere"])])
 def test_resume_refuses_what_it_cannot_continue(tmp_path, monkeypatch, capsys, make, extra):
     run = tmp_path / "run"
     run.mkdir()
