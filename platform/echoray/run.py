@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from echoray.config import PipelineConfig
 from echoray.config_load import ConfigError, flatten, to_yaml
@@ -75,6 +76,12 @@ def epoch_clock(cfg: PipelineConfig, n_train: int) -> EpochClock:
 
     return EpochClock(steps_per_data_epoch(cfg, n_train, cfg.scaling.num_workers), n_train,
                       by_fresh=EchoPlan.from_config(cfg).epochs_by_fresh, max_epochs=cfg.train.max_epochs)
+
+
+def on_this_node() -> NodeAffinitySchedulingStrategy:
+    """The driver's node, for the run's collector: it holds the run's live state, so it should
+    be lost only with the driver, never with a (spot) worker node (docs/how-to/resume.md)."""
+    return NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
 
 
 def history_row(ev: dict) -> dict:
@@ -171,7 +178,7 @@ def _fit(site: _Site, resume: Resume | None, hooks: RunHooks, where: tuple) -> d
     keeps_checkpoints = cfg.train.checkpoint_every > 0 and not (site.local_mode and hooks.local_mode)
     status, collector, stalled = "FAILED", None, False
     try:
-        collector = RunCollector.remote(
+        collector = RunCollector.options(scheduling_strategy=on_this_node()).remote(
             # epochs are final once a checkpoint covers them (a restart or resume replays the rest)
             cfg.echo.factor, cfg.echo.max_factor, checkpointed=keeps_checkpoints,
             n_train=len(idx.train_ids), max_bad_fraction=cfg.source.max_bad_fraction,
