@@ -267,7 +267,7 @@ def _finish(cfg: PipelineConfig, idx: SourceIndex, collector, logger: RunLogger,
         rows = write_audit(collector, run_dir / "audit.parquet", resume.audit if resume else None)
         say(f"audit: {rows} rows -> {run_dir / 'audit.parquet'}")
         logger.log_file(run_dir / "audit.parquet")
-    log_trained_model(cfg, idx, logger, run_dir, final)  # the MLflow model, from the latest checkpoint
+    log_trained_model(cfg, idx, logger, run_dir, ray.get(collector.take_model.remote()))  # rank 0's final weights
     collected["text"] = text_summary(idx, final)
     pipeline, run_id, uri, t0 = where
     return _write_summary(cfg, logger, run_dir, pipeline, run_id, uri, t0, final, collected,

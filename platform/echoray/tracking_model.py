@@ -1,17 +1,18 @@
 """The trained model as an MLflow model of the run: loadable with `mlflow.pytorch.load_model`
 without echoray.
 
-The driver logs it at the end of a run, from the run's latest checkpoint in
-train.storage_path (the place every Ray Train worker, on any node, already writes to; the
-driver reads it as `--resume` does): it builds the network from the config, loads the
-checkpoint's weights and saves it in MLflow's `pt2` format (torch.export: a graph and its
-weights, no pickled echoray classes). An image model takes what a source reader yields,
-uint8 N x H x W x C at the model's input side, and normalises inside (preprocess.mean/std,
-as training did); it returns N x num_classes logits. A language model takes int64 token
-ids N x T (T <= source.seq_len) and returns N x T x vocab logits; a BPE tokenizer.json is
-logged with it. Workers send no weights at the end of a fit: the logged weights are those
-of the latest checkpoint (its epoch is the model's `echoray.checkpoint_epoch` tag), and a
-run that keeps no checkpoints (train.checkpoint_every: 0) logs no model.
+The driver logs it at the end of a run from the weights the run ended with: rank 0 hands
+them to the run's collector as its train function returns (train/worker.py; the weights
+travel through Ray, so a worker on another node needs neither shared storage nor a
+tracking server it can reach), in a worker group and in Ray Train's local mode alike, so a
+run that keeps no checkpoints (train.checkpoint_every: 0, a search's warm trials) logs
+one too. The driver builds the network from the config, loads those weights and saves it
+in MLflow's `pt2` format (torch.export: a graph and its weights, no pickled echoray
+classes). An image model takes what a source reader yields, uint8 N x H x W x C at the
+model's input side, and normalises inside (preprocess.mean/std, as training did); it
+returns N x num_classes logits. A language model takes int64 token ids N x T
+(T <= source.seq_len) and returns N x T x vocab logits; a BPE tokenizer.json is logged with
+it. The model's tag `echoray.epoch` is the run's last evaluation (summary.json's `epochs`).
 
 With tracking.register_model the model of a run that is not a search's trial is
 registered under that name; a search registers its best trial's (register_best_trial).
@@ -20,7 +21,6 @@ Measured: docs/concepts.md (MLflow: the time a load takes).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -31,37 +31,6 @@ from echoray.data.sources import SourceIndex
 from echoray.messages import say
 
 MODEL_NAME = "model"
-
-
-def latest_checkpoint(storage: str, trainer: str):
-    """The run's newest checkpoint (a ray.train.Checkpoint) or None: Ray Train's latest
-    registered one, or the CheckpointStore's of a run in Ray Train's local mode (run.json's
-    trainer "local_mode")."""
-    if trainer == "local_mode":
-        from echoray.train.checkpoint_store import CheckpointStore
-
-        return CheckpointStore(storage, None).latest()
-    import pyarrow.fs as pafs
-    from ray.train import Result
-
-    from echoray.storage import open_location
-    from echoray.train.trainer import TRAIN_RUN_NAME
-
-    fs, path = open_location(storage, "train.storage_path")
-    snapshot = f"{path.rstrip('/')}/{TRAIN_RUN_NAME}/checkpoint_manager_snapshot.json"
-    if fs.get_file_info(snapshot).type != pafs.FileType.File:
-        return None
-    return Result.from_path(f"{storage.rstrip('/')}/{TRAIN_RUN_NAME}").checkpoint
-
-
-def checkpoint_weights(checkpoint) -> tuple[dict[str, Any], int]:
-    """(the model's state dict, the epoch of the checkpoint) from train/checkpoint.py's files."""
-    import torch
-
-    with checkpoint.as_directory() as d:
-        states = torch.load(Path(d) / "model.pt", map_location="cpu", weights_only=True)
-        epoch = json.loads((Path(d) / "meta.json").read_text())["epoch"]
-    return states["model"], int(epoch)
 
 
 def served_model(cfg: PipelineConfig, idx: SourceIndex, weights: dict[str, Any]):
@@ -107,32 +76,24 @@ def input_example(cfg: PipelineConfig, idx: SourceIndex) -> np.ndarray:
 
 
 def log_trained_model(cfg: PipelineConfig, idx: SourceIndex, logger, run_dir: Path,
-                      final: dict[str, Any]) -> str | None:
-    """Log the run's model from its latest checkpoint; its `models:/` URI, or None when the
-    run kept no checkpoint. `logger`: the run's tracking.RunLogger; `final`: rank 0's record."""
-    state = json.loads((run_dir / "run.json").read_text())
-    ckpt = latest_checkpoint(state["ray_train_storage"], state.get("trainer", "ray_train"))
-    trial = _is_trial(logger)
-    if ckpt is None:
-        if not trial:  # a search's warm trials keep none: not a line per trial
-            say("MLflow: no model logged: the run kept no checkpoint (train.checkpoint_every: 0, or the run "
-                "was shorter than train.checkpoint_min_interval_s)")
+                      trained: tuple[dict[str, Any], int] | None) -> str | None:
+    """Log the run's model; its `models:/` URI, or None when there is none to log.
+    `logger`: the run's tracking.RunLogger; `trained`: (the weights rank 0 ended with, their
+    epoch), from the run's collector (runtime/collector.py take_model)."""
+    if trained is None:
+        say("MLflow: no model logged: rank 0 sent no final weights")
         return None
-    weights, epoch = checkpoint_weights(ckpt)
+    weights, epoch = trained
     model = served_model(cfg, idx, weights)
-    register = cfg.tracking.register_model if not trial else None
+    register = cfg.tracking.register_model if not _is_trial(logger) else None
     tokenizer = run_dir / "tokenizer.json"
     try:
-        uri = save_to_run(model, input_example(cfg, idx), logger, register,
-                          extra_files=[str(tokenizer)] if tokenizer.is_file() else None,
-                          tags={"echoray.checkpoint_epoch": str(epoch)})
+        return save_to_run(model, input_example(cfg, idx), logger, register,
+                           extra_files=[str(tokenizer)] if tokenizer.is_file() else None,
+                           tags={"echoray.epoch": str(epoch)})
     except Exception as exc:  # noqa: BLE001 - e.g. a user's model torch.export cannot trace: the run stands
         say(f"MLflow: the model could not be logged ({type(exc).__name__}: {str(exc)[:300]})")
         return None
-    if epoch < final["epochs"]:
-        say(f"MLflow: model logged from the checkpoint of epoch {epoch} (the run ended at epoch "
-            f"{final['epochs']}; workers send no final weights)")
-    return uri
 
 
 def _is_trial(logger) -> bool:

@@ -38,8 +38,8 @@ def assert_each_epoch_reads_every_train_id_once(audit, train_ids, epochs):
 
 def test_digits_end_to_end_exact_counts_and_mlflow(run_pipeline, sqlite_uri, monkeypatch):
     monkeypatch.setenv("MLFLOW_SYSTEM_METRICS_SAMPLING_INTERVAL", "1")  # MLflow's own knob (default 10 s)
-    # a checkpoint at every epoch: the logged model is the last epoch's (tracking_model.py)
-    overrides = [*SMALL, "source.limit=320", "train.checkpoint_min_interval_s=0"]
+    # checkpoints at most every 10 s (the default): the model is the weights the run ended with
+    overrides = [*SMALL, "source.limit=320"]
     summary, audit = run_pipeline(None, *overrides)
     assert SUMMARY_KEYS <= set(summary)
     # 320 ids, batch 32: 10 steps per epoch, 3 epochs, everything consumed exactly once per epoch.
@@ -73,6 +73,12 @@ def test_digits_end_to_end_exact_counts_and_mlflow(run_pipeline, sqlite_uri, mon
     assert_run_page(client, run, idx, summary)
 
 
+def assert_final_model(client, run_id: str, epochs: int):
+    """The run logged one model, of its last epoch (tracking_model.py: rank 0's final weights)."""
+    (logged,) = client.get_run(run_id).outputs.model_outputs
+    assert client.get_logged_model(logged.model_id).tags["echoray.epoch"] == str(epochs)
+
+
 def assert_run_page(client, run, idx, summary):
     """What the MLflow run page shows beside the metrics: the two dataset inputs, the model
     (it loads without echoray's classes and scores the held-out split as the run's last
@@ -86,6 +92,7 @@ def assert_run_page(client, run, idx, summary):
     assert set(inputs) == {"training", "evaluation"}
     assert json.loads(inputs["training"].profile)["num_rows"] == len(idx.train_ids) == 320
     assert json.loads(inputs["evaluation"].profile)["num_rows"] == len(idx.eval_ids)
+    assert_final_model(client, run.info.run_id, summary["epochs"])
     (logged,) = run.outputs.model_outputs
     model = mlflow.pytorch.load_model(f"models:/{logged.model_id}")
     images, labels = open_reader(idx).read(idx.eval_ids, "eval")
@@ -97,13 +104,17 @@ def assert_run_page(client, run, idx, summary):
     assert client.get_metric_history(run.info.run_id, "system/cpu_utilization_percentage")
 
 
-def test_digits_reaches_a_modest_target_and_stops(run_pipeline):
-    summary, _ = run_pipeline(None, "train.target=0.5", "train.max_epochs=10", "source.limit=640", IN_PROCESS)
+def test_digits_reaches_a_modest_target_and_stops(run_pipeline, sqlite_uri):
+    summary, _ = run_pipeline(None, "train.target=0.5", "train.max_epochs=10", "source.limit=640", IN_PROCESS,
+                              "train.checkpoint_every=0")
     assert summary["target_reached"] is True and summary["stop_reason"] == "target reached"
     assert summary["metric"]["value"] >= 0.5
     assert summary["epochs"] < 10
     assert summary["fresh_examples_to_target"] == summary["fresh_examples"] == 640 * summary["epochs"]
     assert summary["steps_to_target"] == summary["steps"] and summary["time_to_target_s"] > 0
+    # no checkpoint kept (train.checkpoint_every: 0), stopped at the target: the model logged
+    # is the weights of the epoch that reached it
+    assert_final_model(MlflowClient(sqlite_uri), summary["mlflow_run_id"], summary["epochs"])
 
 
 @pytest.mark.parametrize("where", ["local", "s3"])

@@ -15,6 +15,7 @@ import ray
 import yaml
 from mlflow.tracking import MlflowClient
 from test_cli_run import echoray_bin
+from test_train_pipeline import assert_final_model
 
 from echoray.config_load import load_config, read_yaml
 from echoray.tune.space import SearchPoints
@@ -51,7 +52,7 @@ def test_search_interrupted_and_resumed_keeps_one_run_per_trial(local_ray, tmp_p
     uri = sqlite_uri
     out = tmp_path / "search"
     cmd = [echoray_bin(), "tune", str(pipeline), "--trials", str(TRIALS), "--repeats", str(REPEATS),
-           "--out", str(out), "--set", f"tracking.uri={uri}"]
+           "--out", str(out), "--set", f"tracking.uri={uri}", "--set", "tracking.register_model=search-best"]
     first = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines, deadline = [], time.time() + 480
     for line in first.stdout:  # interrupt once two trials have ended
@@ -108,6 +109,9 @@ def test_search_interrupted_and_resumed_keeps_one_run_per_trial(local_ray, tmp_p
             assert reached == (rec["status"] == "reached")
             if reached:
                 assert run.data.metrics["fresh_examples_to_target"] == rec["fresh_examples_to_target"]
+            # every trial that trained logged the weights of its last epoch (a warm trial keeps no checkpoint)
+            last = client.get_metric_history(run.info.run_id, "accuracy")[-1].step
+            assert_final_model(client, run.info.run_id, last)
     assert any(p["params"]["optimizer.lr"] == DIVERGING_LR for p in map(points.point, range(len(points))))
 
     for rep in summary["repeats"]:  # best per repeat = fewest fresh examples among runs that reached
@@ -118,6 +122,14 @@ def test_search_interrupted_and_resumed_keeps_one_run_per_trial(local_ray, tmp_p
             assert rep["best"]["mlflow_run_id"] == runs[rep["best"]["trial_key"]].info.run_id
         else:
             assert rep["best"] is None
+    # tracking.register_model: the best trial's model (the fewest fresh examples to target)
+    bests = [rep["best"] for rep in summary["repeats"] if rep["best"] is not None]
+    versions = client.search_model_versions("name = 'search-best'")
+    if bests:
+        best = min(bests, key=lambda b: b["fresh_examples_to_target"])
+        assert [v.run_id for v in versions] == [best["mlflow_run_id"]]
+    else:
+        assert not versions
     artifacts = {a.path for a in client.list_artifacts(parent_id)}
     assert {"summary.json", "trials.png"} <= artifacts
     # Tune's own trial logs: JSON and CSV (params.json is how a failed trial's point is

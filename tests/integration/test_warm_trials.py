@@ -14,6 +14,7 @@ import ray
 from mlflow.tracking import MlflowClient
 from ray import cloudpickle
 from ray.util.state import list_actors
+from test_train_pipeline import assert_final_model
 
 from echoray.config_load import load_config
 from echoray.data.sources import index_source
@@ -93,6 +94,7 @@ def test_two_runs_in_one_actor_match_a_ray_train_run_and_leave_nothing_behind(
         run = client.get_run(s["mlflow_run_id"])
         assert run.info.status == "FINISHED" and run.data.tags["mlflow.parentRunId"] == parent
         assert [m.step for m in client.get_metric_history(run.info.run_id, "accuracy")] == [1, 2]
+        assert_final_model(client, run.info.run_id, 2)  # a warm trial keeps no checkpoint, logs its model
     assert first["mlflow_run_id"] != second["mlflow_run_id"]
     # Warm: both runs trained in the one trial actor's process, started once, and neither
     # started a Ray Train worker (what would make a trial cold: a new process, torch imported

@@ -55,6 +55,7 @@ class RunCollector:
         self.seeded = bool(resume)
         self.attempts = 0  # worker groups started
         self.workers: dict[int, Heartbeat] = {}  # rank -> its latest heartbeat
+        self.model: tuple[dict[str, Any], int] | None = None  # rank 0's final weights, their epoch
 
     # --- from preprocessing actors ---
     def reports(self, actor: str, report: dict[str, Any]) -> dict[str, Any]:
@@ -154,6 +155,15 @@ class RunCollector:
     def finish(self, record: dict[str, Any]) -> None:
         """Rank 0's final record. Not the end of the attempt: see runtime/epoch_ledger.py."""
         self.ledger.finish(record)
+
+    def keep_model(self, weights: dict[str, Any], epoch: int) -> None:
+        """Rank 0's weights as the fit ended (a later attempt's replace them), held until the
+        driver logs them as the run's MLflow model (tracking_model.py)."""
+        self.model = (weights, epoch)
+
+    def take_model(self) -> tuple[dict[str, Any], int] | None:
+        out, self.model = self.model, None
+        return out
 
     def sync(self) -> bool:
         """A barrier: calls from one caller run in order, so earlier sends have landed."""

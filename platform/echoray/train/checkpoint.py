@@ -60,6 +60,13 @@ def quiet_report_log() -> None:
         pass
 
 
+def final_weights(model) -> dict[str, Any]:
+    """The model's state dict as the run ended, copied to the CPU (detached from the
+    training, picklable): what rank 0 hands the driver for the MLflow model
+    (tracking_model.py), whatever wraps the net (DDP, torch.compile) and wherever it trained."""
+    return {k: v.detach().to("cpu", copy=True) for k, v in _unwrap(model).state_dict().items()}
+
+
 def write(rank: int, model, opt, meta: CheckpointMeta | None, rank_state: dict, consumed: dict[int, np.ndarray],
           pending: dict[str, np.ndarray] | None, audit: dict[str, np.ndarray] | None = None) -> Path:
     """This rank's files in a fresh local directory (rank 0 adds model and meta)."""

@@ -45,7 +45,9 @@ def run_worker(config: dict, started=None) -> None:
     if loop.reads:
         source = started or StartedStream(batch_stream(ray.train.get_dataset_shard("train"), cfg, loop.group))
     try:
-        loop.finish(loop.train(loop.input_batches(source)))
+        final = loop.finish(loop.train(loop.input_batches(source)))
+        if final is not None:  # rank 0: the weights it ended with, for the run's MLflow model
+            link.ask("keep_model", checkpoint.final_weights(loop.model), final.evals)
     finally:
         if local and source is not None:  # the process goes on: its stream must not
             source.close()
