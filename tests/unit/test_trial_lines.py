@@ -1,10 +1,13 @@
 """The driver's trial lines (tune/progress.py): a trial's end is counted against the
-search's size, whatever number of trials Tune has made so far."""
+search's size, whatever number of trials Tune has made so far; on a terminal a bar of the
+ended trials sits under them."""
 
+import io
 import pickle
+import sys
 from types import SimpleNamespace
 
-from echoray.tune.progress import TrialLines
+from echoray.tune.progress import TrialLines, search_bar
 
 
 def trial(index, status="RUNNING", result=None):
@@ -38,3 +41,41 @@ def test_a_callback_pickled_without_the_total_counts_the_trials_tune_holds(capsy
     first = trial(0, result=REACHED)
     old.on_trial_complete(1, [first, trial(1)], first)
     assert capsys.readouterr().out.endswith("  [1/2 ended]\n")
+
+
+class Terminal(io.StringIO):
+    """Stands for a terminal: what is written, and isatty() true."""
+
+    def isatty(self):
+        return True
+
+
+def test_on_a_terminal_a_bar_counts_ended_trials_under_the_lines(monkeypatch):
+    term = Terminal()
+    monkeypatch.setattr(sys, "stdout", term)
+    lines = TrialLines(total=3)
+    first, second = trial(0, result=REACHED), trial(1)
+    with search_bar(3) as bar:
+        assert bar is not None and sys.stdout is not term  # what is printed goes above the bar
+        lines.on_step_begin(0, [first, second])
+        assert (bar.n, bar.postfix) == (0, "2 running")
+        lines.on_trial_complete(1, [first, second], first)
+        assert (bar.n, bar.postfix) == (1, "1 running")
+        print("a line Ray forwards from a trial")
+    assert sys.stdout is term
+    out = term.getvalue()
+    assert "[echoray] search 1/3 trials ended |" in out and "1 running" in out
+    # the lines stay whole, each on its own line, printed before the bar was redrawn under them
+    assert "\n[echoray] trial r0-t0 reached the target after 2816 fresh examples  [1/3 ended]\n" in \
+        out.replace("\r", "\n")
+    assert "\na line Ray forwards from a trial\n" in out.replace("\r", "\n")
+
+
+def test_elsewhere_no_bar_and_the_lines_alone(capsys):
+    first = trial(0, result=REACHED)
+    with search_bar(2) as bar:
+        assert bar is None
+        TrialLines(total=2).on_step_begin(0, [first])
+        TrialLines(total=2).on_trial_complete(1, [first], first)
+    assert capsys.readouterr().out == ("[echoray] trial r0-t0 reached the target after 2816 fresh "
+                                       "examples  [1/2 ended]\n")

@@ -224,7 +224,7 @@ def _fit(d: Path, points: SearchPoints, base: dict, pipeline: str, parent_run_id
     `runs_storage`: where the trials' run folders and checkpoints go (None: d/trials only)."""
     from ray import tune
 
-    from echoray.tune.progress import TrialLines
+    from echoray.tune.progress import TrialLines, search_bar
     from echoray.tune.searcher import QuasiRandomSearcher
     from echoray.tune.trial import run_trial
 
@@ -247,7 +247,7 @@ def _fit(d: Path, points: SearchPoints, base: dict, pipeline: str, parent_run_id
             run_config=tune.RunConfig(name="tune", storage_path=path, storage_filesystem=fs, verbose=0,
                                       callbacks=[TrialLines(len(points)), JsonLoggerCallback(), CSVLoggerCallback()]),
         )
-    with _no_auto_loggers():
+    with _no_auto_loggers(), search_bar(len(points)):  # a bar on a terminal only
         return tuner.fit()
 
 
