@@ -73,9 +73,7 @@ def test_finished_run_opens_in_the_model_training_view(ray_head, mlflow_server, 
          "--set", "train.target=null", "--set", "echo.stage=after_augment", "--set", "echo.factor=2",
          # trained in the driver's process: what the page shows is the same, and the run
          # starts ~10 s sooner than with a Ray Train worker group
-         "--set", "scaling.local_mode=true", "--out", str(tmp_path / "digits-ui-e2e"),
-         # a checkpoint at each epoch: the logged model is the last epoch's
-         "--set", "train.checkpoint_min_interval_s=0"],
+         "--set", "scaling.local_mode=true", "--out", str(tmp_path / "digits-ui-e2e")],
         env={**ray_head["env"], "RAY_ADDRESS": ray_head["gcs"]}, capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-6000:]
     (url,) = re.findall(r"MLflow UI: (\S+)", res.stdout)
@@ -104,5 +102,7 @@ def test_finished_run_opens_in_the_model_training_view(ray_head, mlflow_server, 
     assert set(inputs) == {"training", "evaluation"}
     assert f"digits ({inputs['training'].digest})" in text and "training" in text
     (logged,) = run.outputs.model_outputs
-    assert client.get_logged_model(logged.model_id).experiment_id == run.info.experiment_id
+    made = client.get_logged_model(logged.model_id)
+    assert made.experiment_id == run.info.experiment_id
+    assert made.tags["echoray.epoch"] == "2"  # the weights the run ended with
     assert "Logged models (1)" in text and "model" in text

@@ -13,6 +13,7 @@ Elsewhere (a pipe, a log file, `ray job submit`) the lines are all there is.
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,7 +37,9 @@ def search_bar(total: int) -> Iterator[Any]:
     from tqdm import tqdm
     from tqdm.contrib import DummyTqdmFile
 
-    _bar = tqdm(total=total, file=out, bar_format=BAR_FORMAT, dynamic_ncols=True, smoothing=0)
+    # the width once, from the terminal or COLUMNS (a terminal that reports 0 columns: 80)
+    _bar = tqdm(total=total, file=out, bar_format=BAR_FORMAT, ncols=shutil.get_terminal_size().columns,
+                smoothing=0)
     sys.stdout = DummyTqdmFile(out)
     try:
         yield _bar

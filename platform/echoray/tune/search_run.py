@@ -247,30 +247,36 @@ def _fit(d: Path, points: SearchPoints, base: dict, pipeline: str, parent_run_id
             run_config=tune.RunConfig(name="tune", storage_path=path, storage_filesystem=fs, verbose=0,
                                       callbacks=[TrialLines(len(points)), JsonLoggerCallback(), CSVLoggerCallback()]),
         )
-    with _no_auto_loggers(), search_bar(len(points)):  # a bar on a terminal only
+    with _tune_env(), search_bar(len(points)):  # a bar on a terminal only
         return tuner.fit()
 
 
 @contextmanager
-def _no_auto_loggers():
-    """While a search runs: Tune adds none of its own trial loggers, so a trial's folder
-    has the JSON and CSV logs the search passes (params.json is what _trial_params reads
-    back) and no TensorBoard events, whose logger imports tensorboardX in the search's
-    process (2.2 CPU-seconds, measured after ray.tune; the metrics are in MLflow).
-    TUNE_DISABLE_AUTO_CALLBACK_LOGGERS is Tune's documented switch; it is read when the
-    search starts, and put back as it was after. A search begun before the search passed
-    its loggers and resumed now writes no params.json for the trials it reruns; one that
-    then fails before its first report counts as unfinished (_trial_params), as one
-    interrupted before Tune wrote the file always has."""
-    old = os.environ.get(NO_AUTO_LOGGERS)
-    os.environ[NO_AUTO_LOGGERS] = "1"
+def _tune_env():
+    """While a search runs, two of Tune's documented environment switches, read when the
+    search starts and put back as they were after:
+    - TUNE_DISABLE_AUTO_CALLBACK_LOGGERS=1: Tune adds none of its own trial loggers, so a
+      trial's folder has the JSON and CSV logs the search passes (params.json is what
+      _trial_params reads back) and no TensorBoard events, whose logger imports tensorboardX
+      in the search's process (2.2 CPU-seconds, measured after ray.tune; the metrics are in
+      MLflow). A search begun before the search passed its loggers and resumed now writes
+      no params.json for the trials it reruns; one that then fails before its first report
+      counts as unfinished (_trial_params), as one interrupted before Tune wrote the file
+      always has.
+    - RAY_AIR_NEW_OUTPUT=0: Tune's output engine that `verbose=0` silences. The newer one
+      prints its configuration table and a block per failed trial whatever the verbosity;
+      the console carries echoray's trial lines (tune/progress.py) instead."""
+    switches = {NO_AUTO_LOGGERS: "1", "RAY_AIR_NEW_OUTPUT": "0"}
+    old = {k: os.environ.get(k) for k in switches}
+    os.environ.update(switches)
     try:
         yield
     finally:
-        if old is None:
-            os.environ.pop(NO_AUTO_LOGGERS, None)
-        else:
-            os.environ[NO_AUTO_LOGGERS] = old
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def _records(grid, base: dict, points: SearchPoints) -> tuple[list[dict[str, Any]], int]:
