@@ -1,4 +1,4 @@
-"""One line per trial event on the driver (Tune's own table is turned off: verbose=0).
+"""One line per trial event on the driver (Tune's own output is off: search_run.py _tune_env).
 
 A trial's end line counts ended trials against the search's size, `[k/N ended]`, not
 against the trials Tune has made so far: with search.max_concurrent 1 Tune asks the
