@@ -2,6 +2,9 @@
 
 from collections import defaultdict
 
+from mlflow.tracking import MlflowClient
+from test_train_pipeline import assert_final_model
+
 from echoray.config_load import load_config
 from echoray.data.sources import index_source
 
@@ -40,7 +43,7 @@ def test_local_mode_every_step_holds_m_views_of_b_samples(run_pipeline):
     assert summary["echo"]["measured_factor"] == 1.0 and summary["trained_samples"] == 128
 
 
-def test_grouped_mode_four_workers_two_groups(run_pipeline):
+def test_grouped_mode_four_workers_two_groups(run_pipeline, sqlite_uri):
     overrides = [*BASE, "train.max_epochs=2", "batch_augmentation.copies=2", "batch_augmentation.mode=grouped",
                  "scaling.num_workers=4", "scaling.cpus_per_worker=0.25"]
     summary, audit = run_pipeline(None, *overrides, name="ba_grouped")
@@ -72,6 +75,7 @@ def test_grouped_mode_four_workers_two_groups(run_pipeline):
     assert summary["batch_augmentation"]["views_per_step"] == 4 * 16  # W/M groups x M members x B
     assert summary["epochs"] == 2 and summary["steps"] == 2 * 64 // 16  # an epoch = a pass of the group's shard
     assert summary["workers"] == 4
+    assert_final_model(MlflowClient(sqlite_uri), summary["mlflow_run_id"], 2)  # rank 0's, out of DDP
 
 
 def test_same_seed_same_losses(run_pipeline):

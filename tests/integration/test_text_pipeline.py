@@ -12,6 +12,7 @@ import mlflow.artifacts
 import mlflow.pytorch
 import torch
 from mlflow.tracking import MlflowClient
+from test_train_pipeline import assert_final_model
 
 from echoray.config_load import load_config
 from echoray.data.sources import index_source
@@ -64,6 +65,7 @@ def test_tiny_lm_end_to_end_exact_counts_and_mlflow(run_pipeline, repo, tmp_path
     assert [r.step for r in client.get_metric_history(run_id, "bits_per_byte")] == [1, 2]
     assert [r.step for r in client.get_metric_history(run_id, "perplexity")] == [1, 2]
     assert client.get_metric_history(run_id, "accuracy") == []
+    assert_final_model(client, run_id, 2)  # the weights the run ended with
 
 
 def test_bpe_from_s3_saves_its_tokenizer(run_pipeline, repo, s3, tmp_path, sqlite_uri):
@@ -89,7 +91,7 @@ def test_bpe_from_s3_saves_its_tokenizer(run_pipeline, repo, s3, tmp_path, sqlit
     client = MlflowClient(sqlite_uri)
     artifacts = {a.path for a in client.list_artifacts(summary["mlflow_run_id"])}
     assert "tokenizer.json" in artifacts
-    # the model, logged from the run's one checkpoint, with its tokenizer
+    # the model, the weights the run ended with, and its tokenizer
     (logged,) = client.get_run(summary["mlflow_run_id"]).outputs.model_outputs
     model_dir = Path(mlflow.artifacts.download_artifacts(f"models:/{logged.model_id}", tracking_uri=sqlite_uri))
     assert json.loads((model_dir / "extra_files" / "tokenizer.json").read_text()) == tok
