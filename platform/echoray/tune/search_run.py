@@ -34,7 +34,7 @@ from echoray.runtime.session import start_ray
 from echoray.summary import write_json_atomic
 from echoray.tracking import RunLogger, check_reachable, tracking_uri
 from echoray.train.local_mode import fits_local_mode
-from echoray.tune.mlflow_runs import child_runs, end_unfinished_children, register_search_model
+from echoray.tune.mlflow_runs import child_runs, end_unfinished_children, mark_failed, register_search_model
 from echoray.tune.outcome import ERROR, NOT_REACHED, REACHED, summarize
 from echoray.tune.search_storage import (
     STATE_FILE,
@@ -142,6 +142,8 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
             if rec["mlflow_run_id"] is None:
                 found = child_runs(uri, run_id, rec["trial_key"])
                 rec["mlflow_run_id"] = found[0].info.run_id if found else None
+            if rec["status"] == ERROR and rec["mlflow_run_id"]:
+                mark_failed(uri, rec["mlflow_run_id"])
         if unfinished:
             raise SearchInterrupted(f"{unfinished} trial(s) unfinished; continue with: echoray tune --resume {home or d}")
         summary = _search_summary(cfg, pipeline, d, run_id, uri, points, concurrency, records, t0)
