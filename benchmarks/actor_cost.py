@@ -49,10 +49,11 @@ def steps(root: Path, n: int) -> dict:
     """name -> a callable doing that step over the first n files of root."""
     import simplejpeg
     from input_pipeline import echoray_cfg
+    from slow_store import overrides as slow_store
 
     from echoray.config import AugmentOp
     from echoray.data import jpeg_region
-    from echoray.data.augment_np import crop_draws
+    from echoray.data.augment_np import CROP_RATIO, CROP_SCALE, crop_draws
     from echoray.data.decode import (
         MAX_BILINEAR_SHRINK,
         decode_scaled,
@@ -65,7 +66,7 @@ def steps(root: Path, n: int) -> dict:
     datas = [f.read_bytes() for f in files]
     rrc, flip = AugmentOp(op="random_resized_crop", size=224), AugmentOp(op="flip", p=0.5)
     keys = np.arange(n, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-    draws = crop_draws(keys, 0, rrc.scale, rrc.ratio)
+    draws = crop_draws(keys, 0, CROP_SCALE, CROP_RATIO)
 
     def crop_scale_decode():
         for i, d in enumerate(datas):
@@ -101,7 +102,8 @@ def steps(root: Path, n: int) -> dict:
         "stacked": lambda: np.stack(decoded(flip)),
     }
     for rc in (1, 16):
-        actor, batch = _actor(echoray_cfg(root, f"source.read_concurrency={rc}", "source.chunk_size=32"), n)
+        actor, batch = _actor(echoray_cfg(root, *slow_store("image_folder", read_concurrency=rc),
+                                          "source.chunk_size=32"), n)
         out[f"actor_call_rc{rc}"] = lambda actor=actor, batch=batch: _rows(actor(batch))
     return out
 
@@ -143,15 +145,13 @@ def to_arrow(actor_step) -> dict:
 
 def _crops(root: Path, n: int) -> list:
     """(DCT-scaled decode, crop box in its pixels) of the first n files, as the actor makes them."""
-    from echoray.config import AugmentOp
-    from echoray.data.augment_np import crop_draws
+    from echoray.data.augment_np import CROP_RATIO, CROP_SCALE, crop_draws
     from echoray.data.decode import decode_scaled, image_size_of, min_decode_size
     from echoray.data.full_crop import box_at
 
     datas = [f.read_bytes() for f in sorted(root.rglob("*.JPEG"))[:n]]
-    rrc = AugmentOp(op="random_resized_crop", size=224)
     keys = np.arange(len(datas), dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-    draws = crop_draws(keys, 0, rrc.scale, rrc.ratio)
+    draws = crop_draws(keys, 0, CROP_SCALE, CROP_RATIO)
     out = []
     for i, d in enumerate(datas):
         w, h = image_size_of(d)

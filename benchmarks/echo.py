@@ -47,7 +47,7 @@ from slow_store import overrides as slow_store
 CHUNK = 16
 FACTORS = ("1", "2", "4", "8", "auto")
 MAX_FACTOR = 8.0
-COMMON = [f"source.chunk_size={CHUNK}", "source.read_concurrency=1",  # one request in flight: a read = one latency
+COMMON = [f"source.chunk_size={CHUNK}",
           "train.evals_per_epoch=4", f"echo.max_factor={MAX_FACTOR}",
           "scaling.cpus_per_worker=1", "echo.shuffle_buffer=256"]
 
@@ -70,7 +70,7 @@ def pipeline_kind() -> str:
 
 def run(factor: str, latency_ms: float, target, epochs: int, seed: int, change: dict | None = None) -> dict:
     """`change`: the store's {change_after_s, latency_ms_after}, a latency that changes mid-run."""
-    store = slow_store(pipeline_kind(), latency_ms=latency_ms, **(change or {}))
+    store = slow_store(pipeline_kind(), latency_ms=latency_ms, read_concurrency=1, **(change or {}))  # a read = one latency
     overrides = [*COMMON, f"seed={seed}", f"echo.stage={'none' if factor == '1' else 'after_augment'}",
                  f"echo.factor={factor}", *store,
                  f"train.max_epochs={epochs}", f"train.target={target}"]

@@ -8,7 +8,7 @@ Two cases, each from a Ray that is already up, `--repeats` times, one after anot
   Dataset built, iteration asked, each actor's constructor (Ray's timeline: its start
   and end), the first actor call (start, end), the first batch in the consumer's hands.
 - `digits_store`: digits behind the emulated store (27.8 ms per 16-sample request,
-  source.read_concurrency 1, a 256-row shuffle buffer) with 40 epochs planned, the source
+  one read in flight, a 256-row shuffle buffer) with 40 epochs planned, the source
   reading ahead as far as Ray Data lets it: a whole `echoray train` in this process,
   stopped at its first evaluation (train.target 0.1); its summary's first read and first
   step and the actor's constructor, from the run's start. This process started Ray, so
@@ -34,8 +34,8 @@ from jpeg_set import jpeg_folder
 from slow_store import overrides as slow_store
 
 MAP_WORKER = "MapWorker(MapBatches(Preprocess))"
-DIGITS_STORE = ["source.chunk_size=16", "source.read_concurrency=1", "train.evals_per_epoch=4", "echo.max_factor=8.0", "scaling.cpus_per_worker=1",
-                "echo.shuffle_buffer=256", *slow_store("digits", latency_ms=27.8), "train.max_epochs=40",
+DIGITS_STORE = ["source.chunk_size=16", "train.evals_per_epoch=4", "echo.max_factor=8.0", "scaling.cpus_per_worker=1",
+                "echo.shuffle_buffer=256", *slow_store("digits", latency_ms=27.8, read_concurrency=1), "train.max_epochs=40",
                 "train.target=0.1"]
 
 

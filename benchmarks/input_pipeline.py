@@ -7,7 +7,7 @@
    torch DataLoader + torchvision ImageFolder with 2 workers (in a subprocess) vs
    `echoray bench-input` with 2 actors of 1 CPU (in process, one Ray for all runs);
    interleaved, order alternating per repeat, rates counted after the first batch.
-2. concurrency: bench-input throughput vs source.read_concurrency 1, 4, 16, 64 with
+2. concurrency: bench-input throughput vs reads in flight 1, 4, 16, 64 with
    20 ms of emulated latency per request (the image folder behind slow_store.py's store:
    a reader by import path, so the photos are decoded square, then cropped).
 3. index: a 1,281,167-entry image_folder index: with ImageNet-form paths, build/publish
@@ -129,8 +129,9 @@ ARMS = {  # name -> extra echoray overrides (None: the torch DataLoader)
     "torch_baseline": None,
     "echoray": [],  # local files: one read (so one decode) at a time per actor, the default
     # The default before this file's quiet run showed threads contending for the cores on
-    # local files (source.read_concurrency 16, what an object store gets).
-    "echoray_read_concurrency_16": ["source.read_concurrency=16"],
+    # local files (16 reads in flight, what an object store gets; set through the emulated
+    # store with no latency, slow_store.py read_concurrency).
+    "echoray_read_concurrency_16": slow_store("image_folder", read_concurrency=16),
 }
 
 
@@ -170,8 +171,7 @@ def concurrency(root: Path, seconds: float) -> dict:
     out = {}
     for c in (1, 4, 16, 64):
         settled_load()
-        r = bench_input(echoray_cfg(root, f"source.read_concurrency={c}", *slow_store("image_folder", latency_ms=20)),
-                        seconds)
+        r = bench_input(echoray_cfg(root, *slow_store("image_folder", latency_ms=20, read_concurrency=c)), seconds)
         out[c] = {"examples_per_s": r["examples_per_s"], "load_avg_1m": os.getloadavg()[0]}
         print("read_concurrency", c, out[c], flush=True)
     return out

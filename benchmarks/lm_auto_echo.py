@@ -2,7 +2,7 @@
 R about 5 (benchmarks/lm.py --part auto): auto against e = 1 and the fixed factors.
 
 The small LM (benchmarks/lm_common.py) reads its corpus through the emulated slow store
-(slow_store.py, inner: text), one request in flight (source.read_concurrency 1). By
+(slow_store.py, inner: text), one request in flight (the store's read_concurrency 1). By
 default the emulated store charges per
 byte read (`--auto-store bandwidth`; the text's bytes, after gzip, as if it were stored
 plain): a probe run at e = 1 with a 1 ms request latency measures the upstream compute
@@ -20,8 +20,8 @@ seeds 0-4, and within seed 0, 55 for the 800 an e = 8 run reads against 87 for t
 other (benchmarks/results/lm_auto_echo.json at commit f36958f: upstream 45-146 sequences
 a second, R 3.1-12.0 per run).
 The corpus is stored plain (--auto-corpus plain: the .rst.gz files unpacked into the
-work folder once), so that the read plan cuts it into source.range_bytes (4,096-byte)
-ranges of about 48 sequences, as a store of plain text serves byte ranges. Read from the
+work folder once), so that the read plan cuts it into ranges (4,096 bytes when these
+results were taken, source.range_bytes; derived since issue 59) of about 48 sequences, as a store of plain text serves byte ranges. Read from the
 .gz files (--auto-corpus gz) a read unit was a whole document until .gz files of more
 than a range stored were cut too (data/text/corpus.py gz_indexed; the 68 of the admin
 guide over 4 KB stored, the rest are still read whole): 2 to 1,711 sequences, and a run's first step waited for its first two
@@ -66,7 +66,8 @@ MAX_FACTOR = echo.MAX_FACTOR  # echo.summarise's ideal speed-up for auto uses it
 
 def remote(store: dict) -> list[str]:
     """The slow store's overrides for an emulated store {"latency_ms", "bandwidth_mb_s"}."""
-    return slow_store("text", latency_ms=store["latency_ms"], bandwidth_mb_s=store.get("bandwidth_mb_s"))
+    return slow_store("text", latency_ms=store["latency_ms"], bandwidth_mb_s=store.get("bandwidth_mb_s"),
+                      read_concurrency=1)
 
 
 def plain_copy(src: Path, dest: Path) -> Path:
@@ -103,7 +104,7 @@ def overrides(a, c: lm_common.Corpus, factor: str, store: dict, seed: int) -> li
     stage = "none" if factor == "1" else "before_augment"
     budget = a.auto_budget_tokens // c.seq_len
     return [f"seed={seed}", f"echo.stage={stage}", f"echo.factor={factor}", f"echo.max_factor={MAX_FACTOR}",
-            *remote(store), "source.read_concurrency=1",
+            *remote(store),
             f"echo.shuffle_buffer={a.auto_shuffle}",
             f"train.batch_size={a.auto_batch}", f"train.target={a.auto_target}",
             f"train.max_fresh_examples={budget}",
@@ -119,7 +120,7 @@ def one_run(a, c: lm_common.Corpus, factor: str, store: dict, seed: int, extra: 
             "measured_R": s["measured_R"], "upstream_examples_per_s": up,
             "downstream_examples_per_s": s["downstream_examples_per_s"],
             "mean_e_trained": s["echo"]["measured_factor"], "final_factor": s["echo"]["final_factor"],
-            "extra_copies": s["echo"]["extra_copies"],  # echo.fill_waits (auto): trained instead of waiting
+            "extra_copies": s["echo"]["extra_copies"],  # under auto: trained instead of waiting
             "target_reached": s["target_reached"], "fresh_examples_to_target": s["fresh_examples_to_target"],
             "train_time_to_target_s": crossed, "reads_before_first_step": head,
             "time_to_target_s": crossed + head / up if crossed is not None and up else None,

@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO / "tests"))
 from s3_server import S3Server  # noqa: E402 - the tests' S3 server process
 
 RUN = ["source.kind=image_folder", "source.image_size=16", "train.checkpoint_every=1",
-       "train.checkpoint_min_interval_s=0", "train.max_epochs=20", "train.target=0.97"]
+       "train.max_epochs=20", "train.target=0.97"]
 
 
 def write_digits_folder(root: Path) -> Path:

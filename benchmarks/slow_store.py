@@ -20,9 +20,10 @@ source section's own and reaches the inner source unchanged):
   change_after_s, latency_ms_after   (together) from change_after_s after this reader's
                     first read on, latency_ms_after replaces latency_ms (a store that gets
                     faster or slower mid-run; each preprocessing actor has its own clock).
-
-Reads in flight: source.read_concurrency, else 16 where the store has a latency (the
-index declares it, SourceIndex.read_concurrency), else 1. Waiting, not computing: the
+  read_concurrency  reads in flight per preprocessing actor; null: 16 where the store has
+                    a latency (NETWORK_READS_IN_FLIGHT), else the inner source's (the index
+                    declares it, SourceIndex.read_concurrency). With latency_ms 0 it sets
+                    the reads in flight of a local source (benchmarks/input_pipeline.py). Waiting, not computing: the
 read sleeps after the inner read, inside the preprocessing call, so the wait counts as
 the call's upstream time. Held-out reads are not slowed: R is the training input's.
 The driver prints one line saying the store is emulated.
@@ -45,10 +46,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from echoray.config import SourceConfig
 from echoray.data.sources import SourceError, SourceIndex, index_source, open_reader
+from echoray.data.sources.base import NETWORK_READS_IN_FLIGHT
 
 KIND = "slow_store:SlowStore"
 DETAILS = "slow_store"  # SourceIndex.details key: the inner kind, the store, chunk_size
-NETWORK_READS_IN_FLIGHT = 16  # what a reader over a network keeps in flight (SourceConfig.reads_in_flight)
 
 
 class Store(BaseModel):
@@ -61,6 +62,7 @@ class Store(BaseModel):
     bandwidth_mb_s: Annotated[float, Field(gt=0)] | None = None
     change_after_s: Annotated[float, Field(gt=0)] | None = None
     latency_ms_after: Annotated[float, Field(ge=0)] | None = None
+    read_concurrency: Annotated[int, Field(ge=1)] | None = None
 
     @model_validator(mode="after")
     def _together(self) -> Store:
@@ -123,7 +125,9 @@ class SlowStore:
             why = exc.errors()[0]["msg"].removeprefix("Value error, ")
             raise SourceError(f"source.options.inner {store.inner!r}: {why}") from None
         idx = index_source(inner, retry_s=0.0)
-        if store.has_latency():
+        if store.read_concurrency is not None:
+            idx.read_concurrency = store.read_concurrency
+        elif store.has_latency():
             idx.read_concurrency = NETWORK_READS_IN_FLIGHT
         idx.details = {**idx.details, DETAILS: {"store": store.model_dump(), "chunk_size": cfg.chunk_size}}
         print(f"source: EMULATED slow store over {store.inner} ({store.latency_ms:g} ms per request, "
@@ -135,7 +139,7 @@ class SlowStore:
         self.store = Store.model_validate(mine["store"])
         self.chunk_size, self.in_flight = mine["chunk_size"], idx.read_concurrency
         self.per_sample = idx.shuffled_reads  # one file per sample: a request each
-        # The outer reader retries a URI's reads (storage.retry_s): the inner one does not.
+        # The outer reader retries a URI's reads (half of train.stall_timeout_s): the inner one does not.
         self.inner = open_reader(dataclasses.replace(idx, kind=self.store.inner, reader=None, retry_s=0.0))
         self.first_read: float | None = None
 

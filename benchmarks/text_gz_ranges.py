@@ -14,7 +14,7 @@ The corpus: every `.rst.gz` document of Debian's linux-doc-6.1 Documentation tre
 plain text beside it (source.eval_path). Each arm runs `echoray bench-input` on
 pipelines/lm_linux_doc.yaml (seq_len 128; --tokenizer, by default a 4,096-symbol BPE, each
 arm training its own, seeded, on the same sample) with 2 actors of 1 CPU and
-the default source.range_bytes (1 MiB), for --seconds after its first batch, in a
+read units derived from the corpus (data/text/source.py unit_bytes; 1 MiB before issue 59), for --seconds after its first batch, in a
 subprocess with that commit's platform/ first on PYTHONPATH (--before: a git worktree
 under --work). The arms alternate, --repeats times. Recorded per run: the index's time
 and read units, the first batch, the steady rate (bench_input's: the lower of the rate
@@ -89,7 +89,7 @@ def arm(big: str, held: str, seconds: float, tokenizer: str) -> dict:
     from echoray.data.sources import index_source
 
     cfg = load_config(PIPELINE, [f"source.path={big}", f"source.eval_path={held}", "source.text_suffixes=[.txt]",
-                                 "source.text_exclude=[]", "source.range_bytes=1048576", f"source.tokenizer={tokenizer}",
+                                 "source.text_exclude=[]", f"source.tokenizer={tokenizer}",
                                  "preprocess.actors={min_size: 2, max_size: 2, num_cpus: 1.0}"])
     t0 = time.perf_counter()
     idx = index_source(cfg.source)

@@ -3,7 +3,7 @@
 The dataset: a folder with images.npy (uint8 N x H x W x C) and labels.npy (integers N),
 read through memory maps, so an actor touches only the rows of the chunks it reads.
 echoray gives it the read plan (seeded order per epoch, chunks of source.chunk_size ids),
-source.read_concurrency, replay of a restored run's unread rows and the exact accounting
+reads in flight, replay of a restored run's unread rows and the exact accounting
 by sample id, as for a built-in source. `python examples/my_reader.py OUT` writes
 scikit-learn's digits (1,797 8x8 images) in this format.
 

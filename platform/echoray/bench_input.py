@@ -37,7 +37,7 @@ def _started(cfg: PipelineConfig, seconds: float | None, idx: SourceIndex | None
     """(config, published index) with Ray up and the actor pool known to fit. One epoch, or
     with --seconds enough epochs for PLAN_EXAMPLES (a 90-epoch ImageNet plan is 900 blocks
     to set up: docs/how-to/bench-input.md)."""
-    idx = idx or index_source(cfg.source, cfg.storage.retry_s)
+    idx = idx or index_source(cfg.source, cfg.train.store_retry_s())
     epochs = 1 if seconds is None else min(cfg.train.max_epochs, max(1, -(-PLAN_EXAMPLES // len(idx.train_ids))))
     cfg = cfg.model_copy(update={"train": cfg.train.model_copy(update={"max_epochs": epochs})})
     a = cfg.preprocess.actors
@@ -61,11 +61,11 @@ def bench_input(cfg: PipelineConfig, seconds: float | None, idx: SourceIndex | N
     from echoray.train.early_stream import StartedStream, batch_stream
 
     collector = RunCollector.remote(cfg.echo.factor, cfg.echo.max_factor, n_train=len(idx.train_ids),
-                                    max_bad_fraction=cfg.source.max_bad_fraction, start_factor=cfg.echo.auto_start())
+                                    max_bad_fraction=cfg.source.max_bad_fraction)
     t0 = time.perf_counter()
     try:  # the collector goes however the stream ends (the caller's Ray may live on)
         ds = build_train_dataset(cfg, idx, collector)  # built in the timed span, as in a run's start
-        ds.context.execution_options.preserve_order = cfg.preprocess.deterministic  # as train/trainer.py asks
+        ds.context.execution_options.preserve_order = True  # as train/trainer.py asks
         batches = StartedStream(batch_stream(ds, cfg, 0))
         try:
             marks, produced, cpu = _consume(batches, seconds, collector)

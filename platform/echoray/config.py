@@ -13,6 +13,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     field_validator,
     model_serializer,
     model_validator,
@@ -48,8 +49,6 @@ class TokenizerConfig(Section):
     """bpe: symbols in the vocabulary."""
     path: str | None = None
     """bpe: a tokenizer.json to load (an earlier run's) instead of training one."""
-    train_bytes: PositiveInt = 64 << 20
-    """bpe: training reads at most this many bytes of training documents, a seeded sample."""
 
 
 class SourceConfig(Section):
@@ -75,18 +74,8 @@ class SourceConfig(Section):
     """Parquet column holding the integer label."""
     max_bad_fraction: Fraction = 0.0
     """Fraction of a split that may be undecodable and skipped (counted in faults.skipped_bad_examples); beyond it the run stops."""
-    # Reads in flight per preprocessing actor (files of an image folder), decided once in
-    # reads_in_flight. Where a read waits on a network, 16 hide its latency (16 x 20 ms
-    # requests overlap: benchmarks/results/input_pipeline.json, 766 images/s against 83 with
-    # one). On local files the threads only contend for the cores: one read in flight made
-    # 664 images per actor CPU-second against 547 with 16, and the pipeline ran 1.31x a
-    # DataLoader against 1.18x (benchmarks/results/input_pipeline_quiet.json, 2 cores).
-    read_concurrency: PositiveInt | None = None
-    """File reads each preprocessing actor keeps in flight (a thread pool); null: 16 where a read waits on a network (a URI path such as s3://), else the reader's own (1 for local files)."""
     seq_len: PositiveInt = 128
     """source.kind text: tokens per packed sequence (each sample holds seq_len + 1)."""
-    range_bytes: Annotated[int, Field(ge=1024)] = 1 << 20
-    """source.kind text: byte size of one read-plan range (files above it are cut after a newline)."""
     text_suffixes: list[str] = [".txt", ".rst", ".md"]
     """source.kind text: file name endings that are documents (each also as .gz)."""
     text_exclude: list[str] = []
@@ -103,16 +92,6 @@ class SourceConfig(Section):
     def _kind(cls, v: object) -> str:
         return plugins.builtin_or_path(v, SOURCE_KINDS)
 
-    def reads_in_flight(self, reader_default: int = 1) -> int:
-        """source.read_concurrency, or where null its default (see the field's comment):
-        16 for a URI path, else `reader_default`, what the reader's index declared
-        (SourceIndex.read_concurrency; a reader over a network of its own sets it)."""
-        if self.read_concurrency is not None:
-            return self.read_concurrency
-        from echoray.storage import is_uri
-
-        return 16 if is_uri(self.path or "") else reader_default
-
     @model_validator(mode="after")
     def _path_needed(self) -> SourceConfig:
         if plugins.is_import_path(self.kind):
@@ -127,31 +106,35 @@ class SourceConfig(Section):
 
 class AugmentOp(Section):
     """A built-in op (AUGMENT_OPS, with the keys below) or an op class by import path, whose
-    keys in the YAML are its own Params (data/ops.py: kept in `params`, written back flat)."""
+    keys in the YAML are its own Params (data/ops.py: read as `params`, written back flat)."""
 
     op: str
-    """The augmentation: random_crop (with padding), flip, cutout, random_resized_crop, or an op class \"package.module:Op\"."""
+    """The augmentation: random_crop (with padding), flip, cutout, random_resized_crop (Inception's area and aspect ranges), or an op class \"package.module:Op\"."""
     padding: Annotated[int, Field(ge=0)] = 0
     """Pixels of zero padding before random_crop."""
     size: PositiveInt | None = None
     """Output side (random_resized_crop) or square side (cutout); required by those two."""
     p: Fraction = 0.5
     """Probability of applying flip."""
-    scale: tuple[float, float] = (0.08, 1.0)
-    """Area fraction range of random_resized_crop."""
-    ratio: tuple[float, float] = (3 / 4, 4 / 3)
-    """Aspect ratio range of random_resized_crop."""
-    params: dict[str, Any] = {}
-    """An op by import path: its own keys, validated by its Params."""
+    _params: dict[str, Any] = PrivateAttr(default_factory=dict)
 
-    @model_validator(mode="before")
+    @property
+    def params(self) -> dict[str, Any]:
+        """An op by import path: its own keys, validated by its Params (defaults filled in)."""
+        return self._params
+
+    @model_validator(mode="wrap")
     @classmethod
-    def _own_keys(cls, data: Any) -> Any:
-        """An op by import path: every key but `op` is the op's own (into `params`)."""
-        if isinstance(data, dict) and plugins.is_import_path(data.get("op")):
-            rest = {k: v for k, v in data.items() if k not in ("op", "params")}
-            return {"op": data["op"], "params": {**(data.get("params") or {}), **rest}}
-        return data
+    def _own_keys(cls, data: Any, handler) -> AugmentOp:
+        """An op by import path: every key but `op` is the op's own, checked by its Params."""
+        if not (isinstance(data, dict) and plugins.is_import_path(data.get("op"))):
+            return handler(data)
+        own = {k: v for k, v in data.items() if k != "op"}
+        op = handler({"op": data["op"]})
+        klass = plugins.check_op_class(op.op, own, "op")
+        params = plugins.op_params(klass, own, "op", op.op)
+        op._params = params.model_dump(mode="json") if hasattr(params, "model_dump") else own
+        return op
 
     @field_validator("op")
     @classmethod
@@ -160,22 +143,12 @@ class AugmentOp(Section):
 
     @model_serializer(mode="wrap")
     def _flat(self, handler):
-        out = handler(self)
         if plugins.is_import_path(self.op):
             return {"op": self.op, **self.params}
-        out.pop("params", None)
-        return out
+        return handler(self)
 
     @model_validator(mode="after")
     def _sizes(self) -> AugmentOp:
-        if plugins.is_import_path(self.op):
-            cls = plugins.check_op_class(self.op, self.params, "op")
-            params = plugins.op_params(cls, self.params, "op", self.op)
-            if params is not None and hasattr(params, "model_dump"):
-                self.__dict__["params"] = params.model_dump(mode="json")  # defaults filled in
-            return self
-        if self.params:
-            raise ValueError(f"params: only an op by import path takes them (op {self.op!r})")
         if self.op in ("cutout", "random_resized_crop") and self.size is None:
             raise ValueError(f"augment op {self.op!r} needs 'size'")
         return self
@@ -209,10 +182,6 @@ class AugmentConfig(Section):
 class PreprocessConfig(Section):
     augment: AugmentConfig = AugmentConfig()
     """The augmentation ops and where they run."""
-    # Keep Ray Data's output order fixed, so one seed gives one sequence of batches
-    # (and, on CPU, the same losses); echo.factor: auto still follows live timings.
-    deterministic: bool = True
-    """Keep Ray Data's output order fixed, so one seed gives one batch sequence (and, on CPU, the same losses)."""
     mean: list[float] | None = None
     """Per-channel normalisation mean of x/255 on the worker; null: 0.5 per channel."""
     std: list[float] | None = None
@@ -230,18 +199,8 @@ class EchoConfig(Section):
     """Echo factor e >= 1 (fractional: floor(e) + Bernoulli(e - floor(e)) copies per item), or auto: e follows the measured R."""
     shuffle_buffer: Annotated[int, Field(ge=0)] = 512
     """Rows in each worker's shuffle buffer that spreads an example's copies."""
-    # Repack batches so echoed copies of one example rarely share a batch (data/batching.py).
-    separate_copies: bool = True
-    """Repack batches so echoed copies of one example rarely share a batch."""
     max_factor: Annotated[float, Field(ge=1)] = 8.0
-    """Upper bound on e under factor: auto (and on a sample's copies with fill_waits)."""
-    fill_waits: bool = True
-    """Under factor: auto, a worker with no fresh batch ready trains extra copies of samples it trained lately (at most max_factor copies per sample) instead of waiting."""
-    # Under auto, e before the first window is measured (runtime/auto_echo.py): the first
-    # pool of fresh rows is echoed at it. At 1 the worker ate that pool in half a second
-    # and then waited or trained spare copies (benchmarks/lm_auto_echo.py).
-    start_factor: Annotated[float, Field(ge=1)] | None = None
-    """Under factor: auto, e until the first window of R is measured (about a second after the first step); null: max_factor."""
+    """Upper bound on e under factor: auto, where it is also e until the first window of R is measured; a worker with no fresh batch ready trains extra copies of samples it trained lately (at most max_factor per sample) instead of waiting."""
 
     @field_validator("factor")
     @classmethod
@@ -251,16 +210,6 @@ class EchoConfig(Section):
         if not isinstance(v, (int, float)) or math.isnan(v) or math.isinf(v) or v < 1:
             raise ValueError("must be a finite number >= 1 or 'auto'")
         return float(v)
-
-    @model_validator(mode="after")
-    def _start(self) -> EchoConfig:
-        if self.start_factor is not None and self.start_factor > self.max_factor:
-            raise ValueError(f"echo.start_factor {self.start_factor:g} is above echo.max_factor {self.max_factor:g}")
-        return self
-
-    def auto_start(self) -> float:
-        """The factor `auto` starts from (start_factor, or the cap where it is null)."""
-        return self.max_factor if self.start_factor is None else self.start_factor
 
 
 class BatchAugmentationConfig(Section):
@@ -353,16 +302,11 @@ class TrainConfig(Section):
     evals_per_epoch: PositiveInt = 1
     """Held-out evaluations per epoch of fresh data, evenly spaced (fresh examples to target resolved to 1/k epoch)."""
     stall_timeout_s: Annotated[float, Field(gt=0)] = 180.0
-    """Seconds without progress after which the run fails, naming the resources the cluster lacks."""
+    """Seconds without progress after which the run fails, naming the resources the cluster lacks; reads and checkpoint writes wait out an object store outage for half as long."""
     # A Ray Train checkpoint every N epochs (0: none): what worker retries and
-    # `echoray train --resume` continue from; at most one per checkpoint_min_interval_s,
-    # so sub-second epochs do not wait on Ray Train's report round trip. The last few are kept.
+    # `echoray train --resume` continue from. The last CHECKPOINTS_KEPT are kept.
     checkpoint_every: Annotated[int, Field(ge=0)] = 1
-    """A checkpoint every N epochs (0: none): what worker restarts and echoray train --resume continue from."""
-    checkpoint_min_interval_s: Annotated[float, Field(ge=0)] = 10.0
-    """At most one checkpoint per this many seconds."""
-    checkpoints_to_keep: PositiveInt = 2
-    """Checkpoints kept (all of them with the audit on)."""
+    """A checkpoint every N epochs (0: none): what worker restarts and echoray train --resume continue from; the last two are kept (all of them with the audit on)."""
     # Mixed precision of the train step (train/device.py): bf16 autocast runs on GPUs and
     # CPUs; fp16 adds a gradient scaler and needs a GPU (refused before start otherwise).
     precision: Literal["fp32", "bf16", "fp16"] = "fp32"
@@ -385,16 +329,11 @@ class TrainConfig(Section):
     storage_shared: bool = False
     """Declare a local storage_path shared by every node although its mount type does not say so."""
 
-
-class StorageConfig(Section):
-    # How long the source's reads and the checkpoint writes of a run trained in process
-    # (train/checkpoint_store.py) wait out an object store that stopped answering or
-    # answers 5xx / SlowDown, with backoff (echoray/storage_retry.py: 0.5 s doubling to 8 s);
-    # past it the run fails (exit 1) naming the URI and can be resumed. Denied access and
-    # missing keys or buckets are never retried. Keep it below train.stall_timeout_s: a run
-    # that waits on the store longer than that ends as a stall first (also exit 1).
-    retry_s: Annotated[float, Field(ge=0)] = 120.0
-    """Seconds reads and checkpoint writes keep retrying an object store that stops answering or returns 5xx / SlowDown (backoff 0.5 s doubling to 8 s); then the run fails with exit 1 naming the URI. 0: no retries."""
+    def store_retry_s(self) -> float:
+        """How long reads and checkpoint writes retry an object store that stops answering or
+        returns 5xx / SlowDown (echoray/storage_retry.py): half of stall_timeout_s, so a
+        store that stays down fails the run naming its URI before the stall watch ends it."""
+        return self.stall_timeout_s / 2
 
 
 class ScalingConfig(Section):
@@ -472,15 +411,8 @@ class SearchConfig(Section):
     """Independent repeats of the whole search (each its own scramble seed)."""
     max_concurrent: PositiveInt = 1
     """Trials at once, lowered to what the cluster's CPUs fit."""
-    sequence: Literal["halton", "sobol"] = "halton"  # scrambled, from scipy.stats.qmc
-    """Scrambled quasi-random sequence from scipy.stats.qmc."""
     space: dict[str, SearchParam] = {}
     """Searched keys: dotted config key -> range or choices."""
-    # A one-CPU-worker trial with scaling.max_failures 0 trains in Ray Train's local mode
-    # inside its Tune trial actor, which Tune reuses, instead of starting a controller and
-    # a worker group per trial. false: every trial is a worker group (its checkpoints, its restarts).
-    warm_trials: bool = True
-    """Train one-CPU-worker trials in Ray Train's local mode inside their reused Tune trial actor instead of a worker group per trial."""
 
 
 class PipelineConfig(Section):
@@ -506,8 +438,6 @@ class PipelineConfig(Section):
     """Batching, budget, target, evaluation, checkpoints, precision."""
     scaling: ScalingConfig = ScalingConfig()
     """Workers, GPUs and where training runs."""
-    storage: StorageConfig = StorageConfig()
-    """What reads and checkpoint writes do while the object store is unavailable."""
     tracking: TrackingConfig = TrackingConfig()
     """MLflow."""
     audit: AuditConfig = AuditConfig()
@@ -570,7 +500,7 @@ def _check_text(cfg: PipelineConfig) -> None:
         raise ValueError("source.limit: a text source is limited by its path (or source.text_exclude), "
                          "not by a count of sequences")
     if cfg.source.chunk_size != 1:
-        raise ValueError("source.chunk_size: a text plan's chunk is one read unit (source.range_bytes); "
+        raise ValueError("source.chunk_size: a text plan's chunk is one read unit (data/text/source.py unit_bytes); "
                          "leave chunk_size at 1 (preprocess.batch_size counts units per actor call)")
     if cfg.model.width % cfg.model.heads:
         raise ValueError(f"model.width ({cfg.model.width}) must be a multiple of model.heads ({cfg.model.heads})")

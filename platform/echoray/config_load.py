@@ -25,35 +25,62 @@ class ConfigError(ValueError):
 
 # Keys that were removed or renamed: dotted key -> what to use instead. One row per key, sorted.
 REMOVED_KEYS: dict[str, str] = {
+    "echo.fill_waits": "always on under echo.factor: auto: a worker with no fresh batch ready trains extra "
+                       "copies (at most echo.max_factor per sample) instead of waiting; drop the key",
+    "echo.separate_copies": "always on: batches are repacked so echoed copies of one example rarely share one; drop "
+                            "the key",
+    "echo.start_factor": "echo.factor: auto starts at echo.max_factor (lower the cap to start lower); drop the key",
+    "preprocess.augment.ops.params": "an op by import path takes its own keys beside `op`, flat (preprocess.augment.ops: [{op: "
+                                     "my_ops:Op, key: value}])",
+    "preprocess.augment.ops.ratio": "random_resized_crop uses Inception's ranges (area 0.08-1, aspect 3/4-4/3); other ranges: "
+                                    "an op class by import path (docs/how-to/extend.md)",
+    "preprocess.augment.ops.scale": "random_resized_crop uses Inception's ranges (area 0.08-1, aspect 3/4-4/3); other ranges: "
+                                    "an op class by import path (docs/how-to/extend.md)",
+    "preprocess.deterministic": "Ray Data's output order is always kept, so one seed gives one batch sequence; drop the "
+                                "key",
     "preprocess.head_start_pool_at": "the head start is gone with preprocess.head_start_rows: every run reads "
                                      "the preprocessing actors' stream, as Ray Train workers on a cluster do; "
                                      "drop the key",
     "preprocess.head_start_rows": "the head start is gone: every run reads the preprocessing actors' stream, "
                                   "as Ray Train workers on a cluster do; drop the key",
     "scaling.in_process": "renamed scaling.local_mode: Ray Train's local mode, the same values",
+    "search.sequence": "the search always draws a scrambled Halton sequence; drop the key",
     "search.share_preprocessing": "shared preprocessing across trials is gone: it served only one-CPU-worker "
                                   "trials, never multi-worker or GPU trials on a cluster; every trial reads its "
                                   "own stream (docs/how-to/search.md)",
+    "search.warm_trials": "scaling.local_mode: false (every trial a worker group); otherwise one-CPU-worker trials "
+                          "train in their reused Tune trial actor",
     "source.max_rows_ahead": "read pacing is gone: Ray Data's backpressure (its object store budget) bounds "
                              "how far the actors read ahead; drop the key",
+    "source.range_bytes": "a text corpus is cut into about 1,024 read units of at least 32 sequences and at most 1 MiB "
+                          "(data/text/source.py unit_bytes); drop the key",
+    "source.read_concurrency": "16 reads in flight per actor where source.path is a URI, else 1; a reader by import path "
+                               "declares its own (SourceIndex.read_concurrency); drop the key",
     "source.remote": "emulate a slow store with the benchmarks reader, source.kind: slow_store:SlowStore "
                      "(benchmarks/slow_store.py)",
+    "source.tokenizer.train_bytes": "a BPE tokenizer trains on a seeded sample of at most 64 MiB of training documents; drop "
+                                    "the key",
+    "storage.retry_s": "train.stall_timeout_s: reads and checkpoint writes wait out an object store outage for "
+                       "half of it",
+    "train.checkpoint_min_interval_s": "a checkpoint every train.checkpoint_every epochs, with no minimum interval; raise "
+                                       "train.checkpoint_every for short epochs",
+    "train.checkpoints_to_keep": "the last two checkpoints are kept (all of them with audit.enabled); drop the key",
 }
 
 
 def removed_keys_in(tree: dict[str, Any]) -> list[str]:
-    """The messages for every removed key that `tree` (a pipeline mapping) sets."""
-    found = []
-    for key, instead in REMOVED_KEYS.items():
-        node: Any = tree
-        for part in key.split("."):
-            node = node.get(part, _MISSING) if isinstance(node, dict) else _MISSING
-        if node is not _MISSING:
-            found.append(f"{key}: this key was removed ({instead})")
-    return found
+    """The messages for every removed key that `tree` (a pipeline mapping) sets; a key under
+    a list (preprocess.augment.ops.scale) is set where any item of the list sets it."""
+    return [f"{key}: this key was removed ({instead})" for key, instead in REMOVED_KEYS.items()
+            if _sets(tree, key.split("."))]
 
 
-_MISSING = object()
+def _sets(node: Any, parts: list[str]) -> bool:
+    if not parts:
+        return True
+    if isinstance(node, list):
+        return any(_sets(item, parts) for item in node)
+    return isinstance(node, dict) and parts[0] in node and _sets(node[parts[0]], parts[1:])
 
 
 class _Yaml12Loader(yaml.SafeLoader):

@@ -48,7 +48,7 @@ class EchoPlan:
     per_copy_augment: bool  # each echo copy gets its own augmentation key (echo precedes it)
     separate_copies: bool  # repack batches so copies of one sample rarely share one (data/batching.py)
     epochs_by_fresh: bool  # an epoch ends by the count of fresh examples, not of steps
-    # echo.fill_waits under `auto` at consumption: when no fresh batch is ready, the worker
+    # under `auto` at consumption: when no fresh batch is ready, the worker
     # completes one with extra copies of samples it trained lately (train/spare_copies.py).
     fills_waits: bool = False
 
@@ -103,9 +103,9 @@ class EchoPlan:
             at_consumption=at_consumption,
             in_actor_before_augment=in_actor and before, in_actor_after_augment=in_actor and not before,
             actor_factor=echo.factor if in_actor else 1.0, per_copy_augment=before,
-            separate_copies=echo.separate_copies and examples,
+            separate_copies=examples,
             epochs_by_fresh=auto and not echoes_batches(echo.stage),
-            fills_waits=at_consumption and auto and echo.fill_waits,
+            fills_waits=at_consumption and auto,
         )
 
 
@@ -123,7 +123,7 @@ def stream_buffer_rows(cfg) -> int | None:
     under `auto` at consumption, where the rows it holds are fresh and the pool after it
     (train/consumption_echo.py, shuffle_buffer_rows rows) makes the copies. There it holds
     as many samples as the fixed factor's buffer does at auto's start factor (the buffer
-    over the start factor, at least two batches), so the first batch waits for as many
+    over echo.max_factor, where auto starts, at least two batches), so the first batch waits for as many
     fresh rows as that factor's does. Sized as the pool, it held 256 fresh sequences
     first where e = 8's held 32 (8 copies each): on benchmarks/lm_auto_echo.py auto read
     275-378 sequences before its first step, e = 8 72-252, and took 1.46x e = 8's time to
@@ -132,4 +132,4 @@ def stream_buffer_rows(cfg) -> int | None:
     plan = EchoPlan.from_config(cfg)
     if not rows or not (plan.at_consumption and plan.factor == "auto"):
         return rows
-    return max(2 * cfg.train.batch_size, math.ceil(rows / max(1.0, cfg.echo.auto_start())))
+    return max(2 * cfg.train.batch_size, math.ceil(rows / max(1.0, cfg.echo.max_factor)))

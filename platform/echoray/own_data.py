@@ -143,7 +143,7 @@ def left_out_note(cfg: PipelineConfig) -> str | None:
     plan = EchoPlan.from_config(cfg)
     if plan.examples or plan.on_batches:
         return None
-    num_train = len(index_source(cfg.source, cfg.storage.retry_s).train_ids)
+    num_train = len(index_source(cfg.source, cfg.train.store_retry_s()).train_ids)
     readers = cfg.scaling.num_workers // (cfg.batch_augmentation.copies
                                           if cfg.batch_augmentation.mode == "grouped" else 1)
     per_step = readers * cfg.train.batch_size

@@ -37,7 +37,7 @@ RUN_STATE = "run.json"
 # steps, model or numbers. The read plan and the replay of consumed rows depend on neither
 # the preprocessing pool's size nor where it runs (data/plan.py, data/replay.py).
 CHANGEABLE_ON_RESUME = ("preprocess.actors.", "scaling.cpus_per_worker", "scaling.resources_per_worker",
-                        "storage.retry_s", "train.log_every_s", "train.stall_timeout_s")
+                        "train.log_every_s", "train.stall_timeout_s")
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""An object-store filesystem whose every call waits out an outage for storage.retry_s,
+"""An object-store filesystem whose every call waits out an outage for TrainConfig.store_retry_s,
 for the code that writes through a filesystem it is handed and does not retry itself:
 Ray Train's checkpoint uploads and Ray Tune's experiment storage.
 

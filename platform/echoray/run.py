@@ -124,7 +124,7 @@ def _start(cfg: PipelineConfig, out: str | None, resume: Resume | None, hooks: R
     the cluster's placement, and (overlapped with Ray's start: MLflow's first open of a
     sqlite store migrates its schema, torch and Ray Train take seconds to import) MLflow."""
     cfg = resumed_tokenizer(cfg, resume.run_dir if resume else None)
-    idx: SourceIndex = index_source(cfg.source, cfg.storage.retry_s)
+    idx: SourceIndex = index_source(cfg.source, cfg.train.store_retry_s())
     if idx.reader and (idx.kind == "text") != (cfg.model.name == "transformer_lm"):
         raise SourceError(f"source.kind {idx.reader!r}: its reader serves {'text' if idx.kind == 'text' else 'images'}, "
                           f"which model.name {cfg.model.name!r} does not train on")
@@ -182,7 +182,7 @@ def _fit(site: _Site, resume: Resume | None, hooks: RunHooks, where: tuple) -> d
             # epochs are final once a checkpoint covers them (a restart or resume replays the rest)
             cfg.echo.factor, cfg.echo.max_factor, checkpointed=keeps_checkpoints,
             n_train=len(idx.train_ids), max_bad_fraction=cfg.source.max_bad_fraction,
-            resume=resume.collector_seed() if resume else None, start_factor=cfg.echo.auto_start())
+            resume=resume.collector_seed() if resume else None)
         local_fit = (local_config(cfg, site.storage, keeps_checkpoints, resume.checkpoint if resume else None)
                      if site.local_mode else None)
         fit = site.build_trainer(cfg, idx, site.plan, site.use_gpu, collector, site.storage, local=local_fit).fit

@@ -16,7 +16,7 @@ CONNECT_TIMEOUT_S and a request after REQUEST_TIMEOUT_S without a byte (the AWS 
 curl low-speed limit), so a store that accepts connections but never answers (a frozen
 server) fails a request in seconds instead of hanging it; pyarrow's own retries are off
 (one try per call) and storage_retry.RetryPolicy decides what is tried again and for
-how long (storage.retry_s).
+how long (TrainConfig.store_retry_s).
 """
 
 from __future__ import annotations

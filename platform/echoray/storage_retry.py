@@ -1,5 +1,5 @@
 """What a run does when its object store stops answering: which errors are retried, how
-long, and with what waits between tries (`storage.retry_s`).
+long, and with what waits between tries (`TrainConfig.store_retry_s`: half of train.stall_timeout_s).
 
 One decision, made here and read by every caller (the source's reads in
 data/sources/__init__.py, the checkpoint writes of train/checkpoint_store.py):
@@ -51,7 +51,7 @@ class Transient(OSError):
 
 
 class StoreUnavailable(RuntimeError):
-    """The object store did not answer within storage.retry_s; the message names the URI.
+    """The object store did not answer within TrainConfig.store_retry_s; the message names the URI.
     A failure of the run (exit 1), not bad input: the same run may succeed later."""
 
 
@@ -110,10 +110,10 @@ class RetryPolicy:
                 if wait is None:
                     raise StoreUnavailable(
                         f"{where}: the object store did not answer for {now - first:.0f} s "
-                        f"(storage.retry_s={self.retry_s:g}): {reason}") from exc
+                        f"(retried for {self.retry_s:g} s, half of train.stall_timeout_s): {reason}") from exc
                 if failures == 1:
                     log.warning("%s: object store not answering (%s); retrying for up to %g s "
-                                "(storage.retry_s)", where, reason, self.retry_s)
+                                "(half of train.stall_timeout_s)", where, reason, self.retry_s)
                 sleep(wait)
                 continue
             if failures:

@@ -14,8 +14,8 @@ from helpers import REPO
 # the 1,024 reads take >= 10 s, and the steps, faster, wait for them once the worker has
 # taken what was read while it started. Unpaced by the store, 16 digits steps can end
 # inside one heartbeat (train/loop.py HEARTBEAT_S 0.5 s) and no line is printed.
-SLOW_READS = {"source.kind": "slow_store:SlowStore", "source.options": {"inner": "digits", "latency_ms": 10},
-              "source.read_concurrency": 1,
+SLOW_READS = {"source.kind": "slow_store:SlowStore",
+              "source.options": {"inner": "digits", "latency_ms": 10, "read_concurrency": 1},
               "echo.shuffle_buffer": 128, "preprocess.batch_size": 64}
 
 

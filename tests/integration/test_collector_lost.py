@@ -34,7 +34,7 @@ def test_lost_collector_ends_the_run_and_resume_finishes_it_exactly(local_ray, t
                 "--set", "train.target=null", "--set", "echo.stage=before_augment",
                 "--set", f"echo.factor={COPIES}", "--set", "audit.enabled=true",
                 "--set", "scaling.local_mode=true", "--set", "train.log_every_s=0.3",
-                "--set", "train.checkpoint_min_interval_s=0", "--set", "source.kind=slow_store:SlowStore",
+                "--set", "source.kind=slow_store:SlowStore",
                 "--set", "source.options={inner: digits, latency_ms: 80}", "--out", str(run)], tmp_path)
     a.wait_for_step(STEPS_PER_EPOCH + 1)  # epoch 1 done and checkpointed: training in epoch 2
     pids = wait_for(collector_pids, "the collector actor")

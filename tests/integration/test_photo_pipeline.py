@@ -22,7 +22,7 @@ CROP = "preprocess.augment.ops=[{op: random_resized_crop, size: 24}, {op: flip}]
 
 def photo_overrides(root, *extra):
     return ["source.kind=image_folder", f"source.path={root}", "source.image_size=32", "source.chunk_size=8",
-            "source.holdout_fraction=0.25", "source.read_concurrency=4", CROP, *extra]
+            "source.holdout_fraction=0.25", CROP, *extra]
 
 
 def test_echoed_copies_each_crop_the_full_image_and_counts_are_exact(run_pipeline, tmp_path):

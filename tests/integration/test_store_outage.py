@@ -2,17 +2,17 @@
 frozen with SIGSTOP (connections are still accepted, nothing is answered: what a hung
 store or a network partition looks like) and thawed with SIGCONT.
 
-- shorter than storage.retry_s, during reads (the Parquet source in the bucket) and during
-  a checkpoint write (the checkpoints in the bucket): the run waits, says so, and ends
+- shorter than the store's retry time (half of train.stall_timeout_s), during reads (the
+  Parquet source in the bucket) and during a checkpoint write (the checkpoints in the bucket): the run waits, says so, and ends
   with the counters of an unfailed run;
-- longer than storage.retry_s, the same two places: the run ends with exit 1 and one line
-  naming the URI, its MLflow run FAILED, the checkpoints before the outage whole and
+- longer than the store's retry time, the same two places: the run ends with exit 1 and
+  one line naming the URI, its MLflow run FAILED, the checkpoints before the outage whole and
   nothing half-written in the index; `echoray train --resume` then finishes it with the
   counters of an unfailed run.
 
 Runs train in the driver's process (scaling.local_mode) attached to the tests' local Ray,
-as in test_driver_resume.py; storage.retry_s is 10 s so the long case ends in ~15 s (a
-request to the frozen server times out after storage.REQUEST_TIMEOUT_S). Emulated read
+as in test_driver_resume.py; the store's retry time is 10 s (train.stall_timeout_s 20) so
+the long case ends in ~15 s (a request to the frozen server times out after storage.REQUEST_TIMEOUT_S). Emulated read
 latency paces the epochs (~1 s each) so the freeze falls mid-run."""
 
 import contextlib
@@ -72,8 +72,8 @@ def start(tmp_path, name, source_args, retry_s=RETRY_S):
     run = tmp_path / name
     d = Driver(["train", *source_args, "--set", "scaling.local_mode=true", "--set", f"tracking.uri={db}",
                 "--set", f"train.batch_size={BATCH}", "--set", f"train.max_epochs={EPOCHS}",
-                "--set", "train.target=null", "--set", "train.checkpoint_min_interval_s=0",
-                "--set", f"storage.retry_s={retry_s}", "--out", str(run)], tmp_path)
+                "--set", "train.target=null",
+                "--set", f"train.stall_timeout_s={2 * retry_s}", "--out", str(run)], tmp_path)
     client = MlflowClient(db)
 
     def alive(ready):
@@ -161,7 +161,7 @@ def test_an_outage_longer_than_retry_s_fails_the_run_and_resume_finishes_it(loca
     assert RETRY_S <= failed_after, failed_after
     uri = f"source.path {s3_data['parquet'][1]}" if where == "reads" else f"train.storage_path {runs}/run/train_local"
     failure = [ln for ln in d.lines if ln.startswith("echoray: run failed")]
-    assert len(failure) == 1 and uri in failure[0] and f"storage.retry_s={RETRY_S}" in failure[0], d.output[-3000:]
+    assert len(failure) == 1 and uri in failure[0] and f"(retried for {RETRY_S} s, half of train.stall_timeout_s)" in failure[0], d.output[-3000:]
     assert client.get_run(run_id).info.status == "FAILED" and not (run / "summary.json").exists()
 
     # the checkpoints before the outage are whole; the index names no other

@@ -18,7 +18,7 @@ from echoray.config_load import load_config
 from echoray.data.sources import index_source
 
 TINY = ["train.target=null", "audit.enabled=true", "train.max_epochs=2", "train.batch_size=16",
-        "train.evals_per_epoch=1", "source.seq_len=32", "source.range_bytes=4096", "source.eval_limit=64",
+        "train.evals_per_epoch=1", "source.seq_len=32", "source.eval_limit=64",
         "source.text_suffixes=[.txt]", "source.holdout_fraction=0.2", "model.width=32", "model.layers=1",
         "model.heads=2", "train.log_every_s=0", "train.checkpoint_every=0",
         # trained in the test's process, as `echoray train` trains a one-worker run on a local
@@ -76,7 +76,7 @@ def test_bpe_from_s3_saves_its_tokenizer(run_pipeline, repo, s3, tmp_path, sqlit
     uri = s3.upload(root, s3.make_bucket("echoray-text") + "/docs")
     pipeline = repo / "pipelines" / "lm_linux_doc.yaml"
     overrides = [*TINY, f"source.path={uri}", "train.max_epochs=1", "train.checkpoint_every=1",
-                 "train.checkpoint_min_interval_s=0", "source.tokenizer={kind: bpe, vocab_size: 300}",
+                 "source.tokenizer={kind: bpe, vocab_size: 300}",
                  "audit.enabled=false", "source.holdout_fraction=0.05"]
     summary, _ = run_pipeline(pipeline, *overrides)
     idx = index_source(load_config(pipeline, overrides).source)

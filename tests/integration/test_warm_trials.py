@@ -109,5 +109,5 @@ def test_two_runs_in_one_actor_match_a_ray_train_run_and_leave_nothing_behind(
 def test_warm_trials_ask_for_the_train_workers_share_and_only_when_nothing_else_is_needed(local_ray):
     cfg = load_config(SEARCH, ["scaling.use_gpu=false"])
     assert warm_trial_resources(cfg) == {"cpu": 0.5, "memory": TRIAL_DRIVER_RESOURCES["memory"]}
-    for off in ("search.warm_trials=false", "scaling.num_workers=2", "scaling.max_failures=1"):
+    for off in ("scaling.local_mode=false", "scaling.num_workers=2", "scaling.max_failures=1"):
         assert warm_trial_resources(load_config(SEARCH, ["scaling.use_gpu=false", off])) is None, off

@@ -29,7 +29,7 @@ def echoray(*args, cwd):
     (["bench-input", "--set", "source.kind=image_folder", "--set", "source.path=/nonexistent/imgs"], 2,
      "/nonexistent/imgs"),
     (["bench-input", "--seconds", "-1"], 2, "expected a positive number of seconds"),
-    (["bench-input", "--set", "source.read_concurrency=0"], 2, "source.read_concurrency"),
+    (["bench-input", "--set", "source.chunk_size=0"], 2, "source.chunk_size"),
     (["train", "--set", "source.remote={latency_ms: 28}"], 2,
      "source.remote: this key was removed (emulate a slow store with the benchmarks reader, "
      "source.kind: slow_store:SlowStore"),

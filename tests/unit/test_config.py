@@ -38,8 +38,6 @@ def test_yaml_on_stays_a_key_not_a_boolean():
     ("echo.stage=sideways", "echo.stage"),
     ("echo.factor=0.5", "echo.factor"),
     ("echo.factor=.nan", "echo.factor"),
-    ("echo.start_factor=0.5", "echo.start_factor"),
-    ("echo.start_factor=9", "echo.start_factor 9 is above echo.max_factor 8"),
     ("train.batch_size=0", "train.batch_size"),
     ("train.batch_size=many", "train.batch_size"),
     ("train.evals_per_epoch=0", "train.evals_per_epoch"),
@@ -52,12 +50,6 @@ def test_invalid_values_name_the_key(override, named):
     with pytest.raises(ConfigError) as err:
         load_config(None, [override])
     assert named in str(err.value)
-
-
-def test_auto_starts_at_the_cap_unless_told():
-    assert load_config(None, ["echo.factor=auto"]).echo.auto_start() == 8.0
-    assert load_config(None, ["echo.factor=auto", "echo.max_factor=4"]).echo.auto_start() == 4.0
-    assert load_config(None, ["echo.factor=auto", "echo.start_factor=1"]).echo.auto_start() == 1.0
 
 
 def test_grouped_batch_augmentation_needs_divisible_workers():

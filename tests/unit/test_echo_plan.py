@@ -76,9 +76,9 @@ TABLE = [
 OPS = [{"op": "random_crop", "padding": 2}]
 
 
-def config(stage, factor, on, ops, separate_copies=True) -> PipelineConfig:
+def config(stage, factor, on, ops) -> PipelineConfig:
     return PipelineConfig.model_validate({
-        "echo": {"stage": stage, "factor": factor, "separate_copies": separate_copies},
+        "echo": {"stage": stage, "factor": factor},
         "preprocess": {"augment": {"on": on, "ops": OPS if ops == "ops" else []}},
     })
 
@@ -101,13 +101,9 @@ def test_plan_attributes(stage, factor, on, ops, site, actor_factor, per_copy, b
     assert plan.in_actor is (site in ("actor_before", "actor_after"))
     assert plan.actor_factor == actor_factor and type(plan.actor_factor) is type(actor_factor)
     assert plan.per_copy_augment is per_copy
-    assert plan.separate_copies is examples  # echo.separate_copies: true (the default)
+    assert plan.separate_copies is examples  # every example echo repacks its batches
     assert plan.epochs_by_fresh is by_fresh
-    assert plan.fills_waits is (site == "consumption")  # echo.fill_waits: true (the default), auto only
-    assert EchoPlan.from_config(config(stage, factor, on, ops, separate_copies=False)).separate_copies is False
-    off = config(stage, factor, on, ops).model_copy(update={"echo": config(stage, factor, on, ops).echo.model_copy(
-        update={"fill_waits": False})})
-    assert EchoPlan.from_config(off).fills_waits is False
+    assert plan.fills_waits is (site == "consumption")  # auto at consumption only
 
 
 @pytest.mark.parametrize("stage, factor, on, ops, site, actor_factor, per_copy, by_fresh", TABLE)
@@ -196,13 +192,13 @@ def with_echo(cfg: PipelineConfig, **echo) -> PipelineConfig:
 @pytest.mark.parametrize("stage, factor, on, ops", [row[:4] for row in TABLE])
 def test_the_stream_shuffle_holds_fresh_rows_over_autos_start_factor(stage, factor, on, ops):
     """Under auto at consumption the stream's shuffle holds the pool's rows over the start
-    factor (null: the cap), at least two batches; everywhere else it is the pool's size."""
+    factor (the cap), at least two batches; everywhere else it is the pool's size."""
     cfg = config(stage, factor, on, ops)  # 512-row buffer, batch 64, cap 8
     if EchoPlan.from_config(cfg).at_consumption and factor == "auto":
         assert stream_buffer_rows(cfg) == 128  # max(2 x 64, 512 / 8)
-        assert stream_buffer_rows(with_echo(cfg, start_factor=2.0)) == 256
-        assert stream_buffer_rows(with_echo(cfg, start_factor=1.0)) == 512
-        assert stream_buffer_rows(with_echo(cfg, start_factor=3.0)) == 171  # ceil(512 / 3)
+        assert stream_buffer_rows(with_echo(cfg, max_factor=2.0)) == 256
+        assert stream_buffer_rows(with_echo(cfg, max_factor=1.0)) == 512
+        assert stream_buffer_rows(with_echo(cfg, max_factor=3.0)) == 171  # ceil(512 / 3)
     else:
         assert stream_buffer_rows(cfg) == shuffle_buffer_rows(cfg) == 512
     assert stream_buffer_rows(with_echo(cfg, shuffle_buffer=0)) is None
@@ -215,7 +211,7 @@ def test_autos_first_batch_waits_for_its_stream_shuffle_only():
 
     auto = config("after_augment", "auto", "cpu", "ops")
     assert first_block_count(auto, 32) == 128 // 32 == 4
-    assert first_block_count(with_echo(auto, start_factor=1.0), 32) == 512 // 32 == 16
+    assert first_block_count(with_echo(auto, max_factor=1.0), 32) == 512 // 32 == 16
 
 
 def test_the_first_one_call_blocks_cover_every_workers_first_batch():

@@ -162,7 +162,6 @@ def test_op_keys_sit_beside_op_are_validated_by_its_params_and_written_back_flat
     ('{"op": "plugin_fixtures:Shift", "amont": 2}', "unexpected keyword argument 'amont'"),
     ('{"op": "plugin_fixtures:NoParams", "p": 0.1}', "the op declares no Params, so it takes no keys (got p)"),
     ('{"op": "plugin_fixtures:NoCall"}', "the op class defines no __call__(images, keys)"),
-    ('{"op": "flip", "params": {"x": 1}}', "params: only an op by import path takes them"),
 ])
 def test_op_errors_name_the_key_before_start(op, named):
     msg = refused(f"preprocess.augment.ops=[{op}]")

@@ -106,11 +106,12 @@ def test_the_store_override_charges_per_byte_or_per_request():
     store = auto.store_for(a, c, probe)
     assert store == {"latency_ms": 0.0, "bandwidth_mb_s": pytest.approx(0.01625)}
     assert auto.remote(store) == ["source.kind=slow_store:SlowStore",
-                                  f"source.options={{inner: text, latency_ms: 0.0, bandwidth_mb_s: {store['bandwidth_mb_s']}}}"]
+                                  f"source.options={{inner: text, latency_ms: 0.0, bandwidth_mb_s: {store['bandwidth_mb_s']}, "
+                                  "read_concurrency: 1}"]
     a = driver.parse(["--part", "auto", "--auto-probe-ms", "2", "--auto-store", "latency"])
     store = auto.store_for(a, c, probe)
     assert store == {"latency_ms": pytest.approx(40.0), "bandwidth_mb_s": None}
-    assert auto.remote(store) == ["source.kind=slow_store:SlowStore", "source.options={inner: text, latency_ms: 40.0}"]
+    assert auto.remote(store) == ["source.kind=slow_store:SlowStore", "source.options={inner: text, latency_ms: 40.0, read_concurrency: 1}"]
 
 
 def test_a_checked_store_is_rescaled_by_measured_over_asked_r():

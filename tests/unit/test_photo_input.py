@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from echoray.config import AugmentOp, SourceConfig
-from echoray.data.augment import crop_boxes
+from echoray.data.augment_np import CROP_RATIO, CROP_SCALE, crop_boxes
 from echoray.data.decode import decode_full
 from echoray.data.fixtures import write_jpeg_folder
 from echoray.data.full_crop import crop_decoder, crop_each
@@ -41,7 +41,8 @@ def test_concurrent_reader_returns_the_sequential_rows_in_request_order(jpeg_roo
     out = {}
     for conc in (1, 8):
         idx = index_source(SourceConfig(kind="image_folder", path=str(jpeg_root), image_size=32,
-                                        holdout_fraction=0.25, read_concurrency=conc))
+                                        holdout_fraction=0.25))
+        idx.read_concurrency = conc  # what a reader's index may declare
         reader = open_reader(idx)
         plain = reader.read(idx.train_ids[ids], "train")
         cropped = reader.read_skipping(idx.train_ids[ids], "train", decoder=crop_decoder(mix(3, ids), RRC, 3))
@@ -69,7 +70,7 @@ def test_crops_reach_every_border_of_the_full_image_symmetrically():
     square never shows are inside > 30% (measured 40%), and opposite strips are hit
     equally often within 4 standard errors."""
     w, h, n = 500, 375, 20_000
-    x0, y0, cw, ch = crop_boxes(mix(11, np.arange(n)), 0, w, h, RRC.scale, RRC.ratio)
+    x0, y0, cw, ch = crop_boxes(mix(11, np.arange(n)), 0, w, h, CROP_SCALE, CROP_RATIO)
     assert (cw >= 1).all() and (cw <= w).all() and (ch <= h).all() and (x0 >= 0).all() and (x0 + cw <= w).all()
     left, right = (x0 < 10).mean(), (x0 + cw > w - 10).mean()
     top, bottom = (y0 < 10).mean(), (y0 + ch > h - 10).mean()
@@ -80,7 +81,7 @@ def test_crops_reach_every_border_of_the_full_image_symmetrically():
     assert abs(left - right) < 4 * se and abs(top - bottom) < 4 * se
     area = cw * ch / (w * h)  # boxes unclamped by the image follow the op's scale range
     free = (cw < w) & (ch < h)
-    assert area[free].min() >= RRC.scale[0] - 1e-9 and area.max() <= 1.0
+    assert area[free].min() >= CROP_SCALE[0] - 1e-9 and area.max() <= 1.0
 
 
 def test_scaled_decode_matches_full_decode_then_crop_within_tolerance():
@@ -171,8 +172,8 @@ def test_crop_boxes_are_pinned_per_image_and_per_batch():
     op = AugmentOp(op="random_resized_crop", size=224)
     keys = mix(0, np.arange(6))
     sizes = np.array([s for s, _ in PINNED_BOXES])
-    batch = crop_boxes(keys, CROP_OP_INDEX, sizes[:, 0], sizes[:, 1], op.scale, op.ratio)
-    draws = crop_draws(keys, CROP_OP_INDEX, op.scale, op.ratio)
+    batch = crop_boxes(keys, CROP_OP_INDEX, sizes[:, 0], sizes[:, 1], CROP_SCALE, CROP_RATIO)
+    draws = crop_draws(keys, CROP_OP_INDEX, CROP_SCALE, CROP_RATIO)
     for n, ((w, h), box) in enumerate(PINNED_BOXES):
         assert box_fn(keys[n], op)(w, h) == box
         assert tuple(float(v[n]) for v in batch) == box
@@ -230,11 +231,10 @@ print(rows["image"].shape, actor.first, "torch" in sys.modules)
     assert out.stdout.split("\n")[-2] == "(8, 224, 224, 3) 2 False"
 
 
-def test_read_concurrency_defaults_to_16_over_a_network_and_the_readers_own_on_local_files():
-    local = SourceConfig(kind="image_folder", path="/data/imagenet")
-    assert local.read_concurrency is None and local.reads_in_flight() == 1
-    assert SourceConfig(kind="image_folder", path="file:///data/imagenet").reads_in_flight() == 1
-    assert SourceConfig(kind="image_folder", path="s3://bucket/imagenet").reads_in_flight() == 16
-    assert local.reads_in_flight(reader_default=16) == 16  # a reader over a network of its own declares it
-    assert SourceConfig(kind="image_folder", path="s3://bucket/imagenet").reads_in_flight(reader_default=4) == 16
-    assert SourceConfig(kind="image_folder", path="s3://bucket/imagenet", read_concurrency=4).reads_in_flight() == 4
+def test_reads_in_flight_are_16_over_a_network_and_one_on_local_files(jpeg_root):
+    from echoray.data.sources import reads_in_flight
+
+    assert reads_in_flight("/data/imagenet") == reads_in_flight("file:///data/imagenet") == reads_in_flight(None) == 1
+    assert reads_in_flight("s3://bucket/imagenet") == reads_in_flight("gs://bucket/imagenet") == 16
+    local = index_source(SourceConfig(kind="image_folder", path=str(jpeg_root), image_size=32))
+    assert local.read_concurrency == 1  # decided where the reader declared none

@@ -13,6 +13,12 @@ from helpers import REPO
 
 REMOVED = sorted(REMOVED_KEYS)
 ISSUE_59 = ("preprocess.head_start_pool_at", "preprocess.head_start_rows", "source.max_rows_ahead")
+# Knobs a user does not set for their own run, now constants or derived (issue 59, deliverable 6).
+TUNING = ("echo.fill_waits", "echo.separate_copies", "echo.start_factor", "preprocess.deterministic",
+          "search.sequence", "search.warm_trials", "source.range_bytes", "source.read_concurrency",
+          "source.tokenizer.train_bytes", "storage.retry_s", "train.checkpoint_min_interval_s",
+          "train.checkpoints_to_keep")
+OP_KEYS = ("preprocess.augment.ops.params", "preprocess.augment.ops.ratio", "preprocess.augment.ops.scale")
 
 
 def test_no_removed_key_is_a_field_of_the_config():
@@ -26,7 +32,7 @@ def test_no_removed_key_is_a_field_of_the_config():
     assert REMOVED == list(REMOVED_KEYS)  # one row per key, sorted
 
 
-@pytest.mark.parametrize("key", ISSUE_59)
+@pytest.mark.parametrize("key", ISSUE_59 + TUNING)
 def test_each_removed_key_is_refused_from_set_naming_what_replaces_it(key):
     with pytest.raises(ConfigError) as err:
         load_config(None, [f"{key}=1"])
@@ -51,3 +57,14 @@ def test_the_cli_exits_2_naming_the_removed_key_and_writes_nothing(tmp_path):
     assert out.returncode == 2, out.stderr
     assert "preprocess.head_start_rows: this key was removed (the head start is gone" in out.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("key", OP_KEYS)
+def test_a_removed_key_of_a_list_item_is_refused_in_any_item(key):
+    """preprocess.augment.ops is a list: a removed op key is found in whichever op sets it."""
+    leaf = key.rsplit(".", 1)[1]
+    ops = f"preprocess.augment.ops=[{{op: flip}}, {{op: random_resized_crop, size: 8, {leaf}: [1, 2]}}]"
+    with pytest.raises(ConfigError) as err:
+        load_config(None, [ops, "preprocess.augment.on=worker"])
+    assert f"{key}: this key was removed ({REMOVED_KEYS[key]})" in str(err.value)
+    assert load_config(None, ["preprocess.augment.ops=[{op: random_resized_crop, size: 8}]"])  # without it: valid

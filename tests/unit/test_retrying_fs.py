@@ -1,5 +1,5 @@
 """The retrying filesystem (echoray/retrying_fs.py) Ray Train and Tune write through: the
-same files as the wrapped filesystem, each call retried under storage.retry_s, and an
+same files as the wrapped filesystem, each call retried under the store retry time (half of train.stall_timeout_s), and an
 upload whole or not at all. The outage case freezes the tests' S3 server (SIGSTOP) in
 the middle of a write, as tests/integration/test_store_outage.py does for whole runs."""
 
@@ -110,7 +110,7 @@ def test_a_store_that_stays_down_is_retried_for_retry_s_then_named(monkeypatch, 
     with caplog.at_level(logging.WARNING, logger="echoray.storage"):
         with pytest.raises(StoreUnavailable, match=r"^train.storage_path s3://echoray-down/run "
                                                    r"\(echoray-down/run/meta.json\): the object store did not "
-                                                   r"answer for \d+ s \(storage.retry_s=2\)"):
+                                                   r"answer for \d+ s \(retried for 2 s, half of train.stall_timeout_s\)"):
             with fs.open_output_stream("echoray-down/run/meta.json") as out:
                 out.write(b'{"epoch": 1}')
     assert 2 <= time.monotonic() - t < 10  # tried again for retry_s: without the wrapper it failed at once

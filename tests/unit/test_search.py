@@ -25,9 +25,9 @@ def search(**kw) -> SearchConfig:
 
 @pytest.mark.parametrize("sequence", ["halton", "sobol"])
 def test_same_seed_same_points_and_other_seed_other_points(sequence):
-    a = SearchPoints(search(sequence=sequence), seed=3, trials=6, repeats=2)
-    b = SearchPoints(search(sequence=sequence), seed=3, trials=6, repeats=2)
-    c = SearchPoints(search(sequence=sequence), seed=4, trials=6, repeats=2)
+    a = SearchPoints(search(), seed=3, trials=6, repeats=2, sequence=sequence)
+    b = SearchPoints(search(), seed=3, trials=6, repeats=2, sequence=sequence)
+    c = SearchPoints(search(), seed=4, trials=6, repeats=2, sequence=sequence)
     assert [a.point(k) for k in range(12)] == [b.point(k) for k in range(12)]
     assert [a.point(k) for k in range(12)] != [c.point(k) for k in range(12)]
 

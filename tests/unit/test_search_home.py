@@ -61,7 +61,7 @@ def test_resume_from_the_uri_of_a_home_in_the_object_store(s3, tmp_path):
     path, fs = tune_storage(home, local, 120)  # Tune's filesystem: the bucket's, every call retried
     assert path == "echoray-unit-searches/searches/s" and fs.type_name == "py::retrying+s3"
     assert fs.get_file_info(f"{path}/search.json").size == (local / "search.json").stat().st_size
-    assert tune_storage(home, local, 0)[1].type_name == "s3"  # storage.retry_s 0: no retries
+    assert tune_storage(home, local, 0)[1].type_name == "s3"  # a retry time of 0: no retries
     run = tmp_path / "trials" / "r0-t0-x"
     run.mkdir(parents=True)
     (run / "summary.json").write_text("{}")

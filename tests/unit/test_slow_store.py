@@ -42,8 +42,8 @@ def test_requests_in_flight_overlap_their_latency_and_bytes_take_the_bandwidth()
 
 
 def test_reads_wrap_the_inner_source_and_wait_per_chunk(monkeypatch):
-    cfg = slow("source.limit=64", "source.chunk_size=4", "source.read_concurrency=1",
-               options="{inner: digits, latency_ms: 20, change_after_s: 0.1, latency_ms_after: 5}")
+    cfg = slow("source.limit=64", "source.chunk_size=4",
+               options="{inner: digits, latency_ms: 20, change_after_s: 0.1, latency_ms_after: 5, read_concurrency: 1}")
     idx = index_source(cfg)
     assert (idx.kind, idx.read_concurrency) == ("slow_store:SlowStore", 1)
     reader, plain = open_reader(idx), open_reader(index_source(load_config(None, ["source.limit=64"]).source))
@@ -75,8 +75,8 @@ def test_one_request_per_file_and_16_in_flight_unless_set(tmp_path, monkeypatch)
 
 
 def test_a_read_really_waits():
-    reader = open_reader(index_source(slow("source.limit=64", "source.chunk_size=8", "source.read_concurrency=1",
-                                           options="{inner: digits, latency_ms: 50}")))
+    reader = open_reader(index_source(slow("source.limit=64", "source.chunk_size=8",
+                                           options="{inner: digits, latency_ms: 50, read_concurrency: 1}")))
     t0 = time.monotonic()
     reader.read(np.arange(32, dtype=np.int64), "train")  # 4 chunks, one at a time: 200 ms
     assert 0.2 <= time.monotonic() - t0 < 0.2 + 0.5  # sleeps at least that, tolerance for a busy machine

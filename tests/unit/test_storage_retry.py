@@ -74,7 +74,7 @@ def test_a_long_outage_ends_in_one_error_naming_the_uri():
     # retry_s); the try started at 20 s fails at 23 s and ends it
     assert clock.sleeps == [0.5, 1, 2, 4, 0.5] and len(calls) == 6
     assert str(err.value).startswith("train.storage_path s3://b/runs/r: the object store did not answer for 23 s "
-                                     "(storage.retry_s=20): AWS Error NETWORK_CONNECTION")
+                                     "(retried for 20 s, half of train.stall_timeout_s): AWS Error NETWORK_CONNECTION")
 
 
 @pytest.mark.parametrize("exc", [
@@ -209,7 +209,7 @@ def test_a_reader_of_an_object_store_retries_its_reads_and_names_the_split():
     ok = retrying(_Reader(1), idx)
     assert isinstance(ok, RetryingReader) and ok.read([1, 2], "eval") == ([1, 2], "eval")
     assert ok.bytes_read == 7 and not hasattr(ok, "read_skipping")
-    with pytest.raises(StoreUnavailable, match=r"^source.eval_path s3://b/eval: .*storage.retry_s=0.6"):
+    with pytest.raises(StoreUnavailable, match=r"^source.eval_path s3://b/eval: .*retried for 0.6 s"):
         retrying(_Reader(100), idx).read([1], "eval")
 
 
@@ -224,9 +224,9 @@ def test_an_outage_inside_a_wrapped_error_is_described_by_its_own_line():
 
     wrapped = RuntimeError("Traceback (most recent call last):\n  ...\n"
                            "echoray.storage_retry.StoreUnavailable: source.path s3://b/d: the object store did not "
-                           "answer for 13 s (storage.retry_s=10): AWS Error NETWORK_CONNECTION\n\nThe above exception "
+                           "answer for 13 s (retried for 10 s, half of train.stall_timeout_s): AWS Error NETWORK_CONNECTION\n\nThe above exception "
                            "was the direct cause of the following exception:\n\n"
                            "ray.exceptions.UserCodeException: UDF failed to process a data block.")
     assert describe_failure(wrapped) == ("StoreUnavailable: source.path s3://b/d: the object store did not answer "
-                                         "for 13 s (storage.retry_s=10): AWS Error NETWORK_CONNECTION")
+                                         "for 13 s (retried for 10 s, half of train.stall_timeout_s): AWS Error NETWORK_CONNECTION")
     assert describe_failure(ValueError("x\nlast")) == "ValueError: last"

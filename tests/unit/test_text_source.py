@@ -111,7 +111,7 @@ def test_a_large_gz_corpus_packs_the_sequences_of_the_same_text_stored_plain(tmp
     big_gz_twins(tmp_path)
     (tmp_path / "eval").mkdir()
     write_lines(tmp_path / "eval" / "held.txt", 200, seed=5)
-    idx = {kind: index_source(SourceConfig(kind="text", path=str(tmp_path / kind), seq_len=32, range_bytes=1024,
+    idx = {kind: index_source(SourceConfig(kind="text", path=str(tmp_path / kind), seq_len=32,
                                            eval_path=str(tmp_path / "eval")))
            for kind in ("plain", "gz")}
     assert idx["gz"].details["train_units"] == idx["plain"].details["train_units"]
@@ -131,7 +131,7 @@ def test_a_damaged_large_gz_is_refused_at_indexing_naming_the_file(tmp_path, dam
     (tmp_path / "eval").mkdir()
     (tmp_path / "eval" / "held.txt").write_bytes(b"held out\n" * 200)
     with pytest.raises(SourceError, match=r"big\.txt\.gz"):
-        index_source(SourceConfig(kind="text", path=str(tmp_path / "gz"), seq_len=32, range_bytes=1024,
+        index_source(SourceConfig(kind="text", path=str(tmp_path / "gz"), seq_len=32,
                                   eval_path=str(tmp_path / "eval")))
 
 
@@ -153,7 +153,7 @@ def make_corpus(tmp_path, n_docs=30, lines=60):
 
 
 def text_source(path, **kw) -> SourceConfig:
-    return SourceConfig(kind="text", path=str(path), seq_len=kw.pop("seq_len", 32), range_bytes=2048, **kw)
+    return SourceConfig(kind="text", path=str(path), seq_len=kw.pop("seq_len", 32), **kw)
 
 
 def test_sequences_have_dense_stable_ids_whatever_the_read_order(tmp_path):

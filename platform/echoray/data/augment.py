@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from echoray.config import AugmentOp
 from echoray.data import ops as ops_custom
-from echoray.data.augment_np import checked_keys, crop_boxes  # noqa: F401 - crop_boxes re-exported
+from echoray.data.augment_np import CROP_RATIO, CROP_SCALE, checked_keys, crop_boxes  # noqa: F401 - crop_boxes re-exported
 from echoray.data.op_shapes import crops_full_image, output_size  # noqa: F401 - re-exported
 from echoray.seeds import mix, uniform
 
@@ -86,7 +86,7 @@ def augment_batch(x: torch.Tensor, keys: np.ndarray, ops: Sequence[AugmentOp], f
         elif op.op == "cutout":
             x = cutout(x, keys, i, op.size)
         elif op.op == "random_resized_crop":
-            x = random_resized_crop(x, keys, i, op.size, op.scale, op.ratio)
+            x = random_resized_crop(x, keys, i, op.size, CROP_SCALE, CROP_RATIO)
         else:  # an op by import path (data/ops.py)
             x = ops_custom.apply_torch(x, keys, i, op)
     return x

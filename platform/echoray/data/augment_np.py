@@ -22,6 +22,11 @@ from echoray.data import ops as ops_custom
 from echoray.plugins import is_import_path
 from echoray.seeds import mix, uniform
 
+# random_resized_crop's area fraction and aspect ratio ranges (Inception's, torchvision's defaults);
+# other ranges: an op class by import path (data/ops.py).
+CROP_SCALE = (0.08, 1.0)
+CROP_RATIO = (3 / 4, 4 / 3)
+
 
 def _u(keys: np.ndarray, op_index: int, component: int) -> np.ndarray:
     """data/augment.py's `_u`: the float64 uniform rounded to float32, as torch does."""

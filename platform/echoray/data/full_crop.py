@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from echoray.config import AugmentOp
-from echoray.data.augment_np import crop_boxes, crop_draws, flip_mask
+from echoray.data.augment_np import CROP_RATIO, CROP_SCALE, crop_boxes, crop_draws, flip_mask
 from echoray.data.decode import decode_crop, decode_full, resize_box
 
 CROP_OP_INDEX = 0  # the crop is the first op: it draws from stream 0 of the key
@@ -25,7 +25,7 @@ FLIP_OP_INDEX = 1  # a flip right after it is made where the crop is (decoded_op
 
 def box_fn(key: np.uint64, op: AugmentOp):
     def box(w: int, h: int) -> tuple[float, float, float, float]:
-        x0, y0, cw, ch = crop_boxes(np.asarray([key], np.uint64), CROP_OP_INDEX, w, h, op.scale, op.ratio)
+        x0, y0, cw, ch = crop_boxes(np.asarray([key], np.uint64), CROP_OP_INDEX, w, h, CROP_SCALE, CROP_RATIO)
         return float(x0[0]), float(y0[0]), float(cw[0]), float(ch[0])
 
     return box
@@ -57,7 +57,7 @@ def crop_decoder(keys: np.ndarray, op: AugmentOp, channels: int, flip: AugmentOp
     the same boxes as crop_boxes per image, bit for bit, in a few float operations instead
     of ~40 numpy calls on one-element arrays per image."""
     keys = np.asarray(keys, np.uint64)
-    draws = crop_draws(keys, CROP_OP_INDEX, op.scale, op.ratio)
+    draws = crop_draws(keys, CROP_OP_INDEX, CROP_SCALE, CROP_RATIO)
     mirrored = flip_mask(keys, FLIP_OP_INDEX, flip.p) if flip is not None else None
 
     def decode(pos: int, data: bytes, name: str) -> np.ndarray:

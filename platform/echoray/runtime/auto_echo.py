@@ -33,7 +33,7 @@ above it count as much as those below. Where e is applied: the worker takes it w
 waiting (train/worker_link.py live_factor) for each fresh batch it takes from the stream
 (train/consumption_echo.py), and the preprocessing actors that make the copies take it
 from their reports' replies, never waiting (runtime/collector_feed.py). Start: until the
-first window e is echo.start_factor, where null the cap (echo.max_factor), and that first
+first window e is the cap (echo.max_factor; `start_factor` in tests and benchmarks), and that first
 window's R is its measurement alone (no 0.8 e floor from a factor that was a guess). At a
 start of 1 the worker ate its first shuffle pool of fresh rows (400 sequences) in half a
 second on the text benchmark, then waited or trained spare copies (1,692-1,776 of them a
@@ -97,7 +97,7 @@ class AutoEcho:
     def __init__(self, factor: float | str, max_factor: float, throughput: Throughput, now: float,
                  resumed_factor: float | None = None, start_factor: float | None = None):
         self.auto = factor == "auto"
-        # auto: a guess until the first window (echo.start_factor; null: the cap); not a
+        # auto: a guess until the first window (the cap unless a benchmark passes start_factor); not a
         # measurement, so the first window's R is not held up by it (window_r's floor)
         self.factor = (max_factor if start_factor is None else start_factor) if self.auto else float(factor)
         self.max_factor = max_factor

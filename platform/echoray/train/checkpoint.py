@@ -32,6 +32,9 @@ import numpy as np
 from echoray.records import CheckpointMeta
 
 META = "meta.json"  # records.CheckpointMeta
+# Checkpoints kept (all of them with the audit on): resume reads the newest; the one before it
+# stands in where the newest was cut short.
+KEPT = 2
 
 
 @dataclass

@@ -12,7 +12,7 @@ save of that number replaces. The oldest beyond `keep` are deleted after the ind
 longer names them. Checkpoints come back as `ray.train.Checkpoint`s (path and pyarrow
 filesystem), the type the worker loop restores from either way.
 
-An object store that stops answering (or answers 5xx) is waited out for storage.retry_s
+An object store that stops answering (or answers 5xx) is waited out for TrainConfig.store_retry_s
 (echoray/storage_retry.py) at each step of a save: reading the index, the upload (redone
 whole: the folder is cleared first), the index write, the deletion of dropped ones.
 Past it the save raises StoreUnavailable naming the URI; the index still names only the
@@ -38,7 +38,7 @@ INDEX = "checkpoints.json"
 class CheckpointStore:
     def __init__(self, storage: str, keep: int | None, retry_s: float = 0.0):
         """`keep`: how many checkpoints stay (None: all, as with the audit on); `retry_s`:
-        storage.retry_s (0: a failed request fails the save at once)."""
+        TrainConfig.store_retry_s (0: a failed request fails the save at once)."""
         self.fs, base = open_location(storage, "train.storage_path")
         self.root = f"{base.rstrip('/')}/{DIR}"
         self.keep = keep

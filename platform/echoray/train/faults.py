@@ -53,18 +53,12 @@ class Checkpointer:
         self.first_open_pass = first_open_pass  # read-plan passes before it are complete (keys dropped)
         # checkpoint_every counts epochs of fresh data; `evals` below counts evaluations
         self.every = cfg.train.checkpoint_every * cfg.train.evals_per_epoch
-        self.min_interval_s = cfg.train.checkpoint_min_interval_s
-        self.last_saved = time.monotonic()  # this attempt's start counts as the last save
         self._expected: dict[int, int | None] = {}
         self._bad_seen = -1
 
     def due(self, evals: int) -> bool:
-        """Every `checkpoint_every` epochs, once `checkpoint_min_interval_s` have passed;
-        rank 0's clock decides for all (every rank must report the same checkpoints)."""
-        if not (self.every > 0 and evals % self.every == 0):
-            return False
-        ready = time.monotonic() - self.last_saved >= self.min_interval_s
-        return all_reduce_ints([int(ready) if self.rank == 0 else 0])[0] > 0
+        """Every `checkpoint_every` epochs (the same on every rank: a count, not a clock)."""
+        return self.every > 0 and evals % self.every == 0
 
     def _first_open_pass(self) -> int:
         """The first read-plan pass that all ranks together have not wholly consumed."""
@@ -100,7 +94,6 @@ class Checkpointer:
                                   echo_factor=ray.get(self.collector.echo_factor.remote()))
         local = checkpoint.write(self.rank, model, opt, meta, rank_state, keys, pending, audit)
         self.sink({"epoch": evals, "steps": steps, "start_epoch": start}, local)
-        self.last_saved = time.monotonic()
 
 
 def restore_loop(ckpt, link, rank: int, world: int, model, opt):

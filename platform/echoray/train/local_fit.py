@@ -39,11 +39,12 @@ def checkpoint_sink(cfg: PipelineConfig, storage: str | None, link):
     told to the collector once the store's index names it; (False, None) keeps none."""
     if storage is None:
         return False, None
+    from echoray.train.checkpoint import KEPT
     from echoray.train.checkpoint_store import CheckpointStore
 
     # With the audit on, each checkpoint holds its epochs' audit rows: keep them all (as Ray Train).
-    store = CheckpointStore(storage, None if cfg.audit.enabled else cfg.train.checkpoints_to_keep,
-                            cfg.storage.retry_s)
+    store = CheckpointStore(storage, None if cfg.audit.enabled else KEPT,
+                            cfg.train.store_retry_s())
 
     def sink(metrics: dict, local_dir: Path) -> None:
         link.ask("committed", store.save(metrics, local_dir), metrics)

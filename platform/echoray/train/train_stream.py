@@ -36,5 +36,5 @@ class TrainStream:
         commit = ray.get(self.collector.latest_checkpoint.remote())
         first_epoch, consumed = read_replay(commit["checkpoint"]) if commit else (0, None)
         ds = build_train_dataset(self.cfg, self.idx, self.collector, first_epoch, consumed)
-        ds.context.execution_options.preserve_order = self.cfg.preprocess.deterministic
+        ds.context.execution_options.preserve_order = True  # one seed, one batch sequence
         return ds

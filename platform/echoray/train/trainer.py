@@ -20,6 +20,7 @@ from echoray.retrying_fs import retrying
 from echoray.runtime.commit import CommitCallback
 from echoray.runtime.resources import ResourcePlan
 from echoray.storage import is_uri, open_location
+from echoray.train import checkpoint
 from echoray.train.entry import train_loop_local, train_loop_per_worker
 from echoray.train.groups import GroupedDataConfig
 from echoray.train.train_stream import TrainStream
@@ -34,7 +35,7 @@ HEALTH_CHECK_INTERVAL = ("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5")
 
 def data_config(cfg: PipelineConfig) -> DataConfig:
     options = DataConfig.default_ingest_options()
-    options.preserve_order = cfg.preprocess.deterministic
+    options.preserve_order = True  # one seed, one batch sequence
     ba = cfg.batch_augmentation
     if ba.mode == "grouped":
         return GroupedDataConfig(ba.copies, execution_options=options)
@@ -48,7 +49,7 @@ def data_config(cfg: PipelineConfig) -> DataConfig:
 def train_storage(storage: str, retry_s: float):
     """(storage_path, storage_filesystem) for Ray Train's RunConfig: a folder as it is; an
     object store URI as its path and a filesystem whose every call waits out an outage for
-    `retry_s` (storage.retry_s; echoray/retrying_fs.py), so the workers' checkpoint uploads
+    `retry_s` (TrainConfig.store_retry_s; echoray/retrying_fs.py), so the workers' checkpoint uploads
     and the controller's state writes retry as the in-process checkpoint writes do."""
     if not is_uri(storage):
         return storage, None
@@ -63,7 +64,7 @@ def build_trainer(
     """`storage`: where the checkpoints go (echoray.storage.checkpoint_location), a folder or URI.
     `local`: train in Ray Train's local mode (train/local_fit.py local_config), else a worker group."""
     per_worker = {k: v for k, v in plan.per_worker.items() if k != "GPU"}
-    storage_path, storage_fs = train_storage(storage, cfg.storage.retry_s)
+    storage_path, storage_fs = train_storage(storage, cfg.train.store_retry_s())
     os.environ.setdefault(*HEALTH_CHECK_INTERVAL)  # read from the driver's environment at fit()
     config = {"cfg": cfg.model_dump(mode="json"), "index": idx, "collector": collector, **(local or {})}
     return TorchTrainer(
@@ -83,7 +84,7 @@ def build_trainer(
             failure_config=FailureConfig(max_failures=cfg.scaling.max_failures),
             # With the audit on, each checkpoint holds its epochs' audit rows: keep them all.
             checkpoint_config=CheckpointConfig(
-                num_to_keep=None if cfg.audit.enabled else cfg.train.checkpoints_to_keep),
+                num_to_keep=None if cfg.audit.enabled else checkpoint.KEPT),
             callbacks=[CommitCallback(collector)],
             logging_config=LoggingConfig(log_level="WARNING"),  # not a line per checkpoint
         ),

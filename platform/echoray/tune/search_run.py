@@ -58,12 +58,12 @@ def warm_trial_resources(cfg: PipelineConfig) -> dict[str, float] | None:
     trial actor itself (train/local_mode.py): the train worker's share, which the trial then
     no longer asks of a worker group, so the plan (runtime/resources.py) and the concurrency
     it allows stay the same. None: each trial's trainer starts its own worker group
-    (search.warm_trials false, more than one worker, restarts, a GPU or custom worker
+    (scaling.local_mode false, more than one worker, restarts, a GPU or custom worker
     resources)."""
     from echoray.runtime.placement import fit_placement
 
     cfg, _ = fit_placement(cfg)
-    if not cfg.search.warm_trials or cfg.scaling.resources_per_worker or not fits_local_mode(cfg, resolve_gpu(cfg)):
+    if cfg.scaling.local_mode is False or cfg.scaling.resources_per_worker or not fits_local_mode(cfg, resolve_gpu(cfg)):
         return None
     return {"cpu": cfg.scaling.cpus_per_worker, "memory": TRIAL_DRIVER_RESOURCES["memory"]}
 
@@ -115,7 +115,7 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
     idx = index_source(cfg.source)  # a missing or empty dataset fails here, before anything starts
     uri = state["tracking_uri"] if state else tracking_uri(cfg)
     check_reachable(uri)
-    storage = tune_storage(home, d, cfg.storage.retry_s, new=state is None)  # a bad bucket or home: exit 2, before anything starts
+    storage = tune_storage(home, d, cfg.train.store_retry_s(), new=state is None)  # a bad bucket or home: exit 2, before anything starts
     local = start_ray()
     check_shared(home, d, cfg.train.storage_shared)
     base = cfg.model_dump(mode="json")
@@ -147,7 +147,7 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
         if unfinished:
             raise SearchInterrupted(f"{unfinished} trial(s) unfinished; continue with: echoray tune --resume {home or d}")
         summary = _search_summary(cfg, pipeline, d, run_id, uri, points, concurrency, records, t0)
-        _write_outputs(summary, d, home, cfg.storage.retry_s, logger)
+        _write_outputs(summary, d, home, cfg.train.store_retry_s(), logger)
         register_search_model(uri, summary, cfg.tracking.register_model)  # its best trial's model
         status = "FINISHED"
         return summary
@@ -178,7 +178,7 @@ def _open_search(cfg: PipelineConfig, idx, d: Path, base: dict, where: tuple, po
     write_json_atomic(d / STATE_FILE, {
         "pipeline": pipeline, "config": base, "trials": points.trials, "repeats": points.repeats,
         "parent_run_id": run_id, "tracking_uri": uri, "storage": home})
-    publish(home, cfg.storage.retry_s, d / STATE_FILE)
+    publish(home, cfg.train.store_retry_s(), d / STATE_FILE)
     return base, run_id
 
 

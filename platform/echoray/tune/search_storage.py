@@ -17,7 +17,7 @@ for training (echoray/storage.unshared_storage): Tune needs storage every node r
 
 The filesystem handed to Tune (RunConfig.storage_filesystem) is the one open_location
 builds from the standard AWS variables, with bounded connect/request timeouts, and every
-call under storage.retry_s (echoray/retrying_fs.py), as the search's own files are
+call under TrainConfig.store_retry_s (echoray/retrying_fs.py), as the search's own files are
 (publish) and each trial's run folder (upload_run).
 """
 
@@ -68,7 +68,7 @@ def check_shared(home: str | None, d: Path, declared_shared: bool) -> None:
 
 def tune_storage(home: str | None, d: Path, retry_s: float, new: bool = False) -> tuple[str, pafs.FileSystem | None]:
     """(storage_path, storage_filesystem) for Tune's RunConfig / Tuner.restore, its calls
-    under `retry_s` (storage.retry_s). `new`: a new search, whose home must not hold
+    under `retry_s` (TrainConfig.store_retry_s). `new`: a new search, whose home must not hold
     another one (claim_home)."""
     if home is None:
         return str(d.resolve()), None
@@ -80,7 +80,7 @@ def tune_storage(home: str | None, d: Path, retry_s: float, new: bool = False) -
 
 def publish(home: str | None, retry_s: float, *files: Path) -> None:
     """Copy the search's own files (search.json, summary.json, trials.png) to its home,
-    each write waiting out an outage of up to `retry_s` (storage.retry_s)."""
+    each write waiting out an outage of up to `retry_s` (TrainConfig.store_retry_s)."""
     if home is None:
         return
     fs, path = _open(home)
@@ -94,7 +94,7 @@ def publish(home: str | None, retry_s: float, *files: Path) -> None:
 
 def upload_run(runs_storage: str | None, run_dir: Path, retry_s: float) -> None:
     """A trial's run folder to `runs_storage/<its name>` (beside its checkpoints there),
-    through an outage of up to `retry_s` (storage.retry_s). A copy that still fails is
+    through an outage of up to `retry_s` (TrainConfig.store_retry_s). A copy that still fails is
     logged, not raised: the trial's result is in Tune and MLflow already, and an error
     here must not replace the one its training may have raised."""
     if runs_storage is None or not run_dir.exists():

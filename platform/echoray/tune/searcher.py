@@ -46,8 +46,8 @@ class QuasiRandomSearcher(Searcher):
         reserved = sorted(set(space) & set(cls.RESERVED))
         if reserved:
             raise ValueError(f"search space names {reserved} are reserved (every trial config carries them)")
-        search = SearchConfig(trials=trials, repeats=repeats, sequence=sequence, space=dict(space))
-        return cls(SearchPoints(search, seed), flat=True)
+        search = SearchConfig(trials=trials, repeats=repeats, space=dict(space))
+        return cls(SearchPoints(search, seed, sequence=sequence), flat=True)
 
     def __len__(self) -> int:
         return len(self.points)

@@ -19,6 +19,7 @@ from echoray.config import SearchConfig, SearchParam
 from echoray.seeds import derive_seed
 
 STREAM_SEARCH = 7
+SEQUENCE = "halton"  # scrambled, from scipy.stats.qmc (the data-echoing paper's)
 
 
 def unit_to_value(param: SearchParam, u: float) -> Any:
@@ -45,13 +46,14 @@ def unit_points(sequence: str, dims: int, count: int, seed: int) -> np.ndarray:
 class SearchPoints:
     """All trials x repeats points of one search, in a fixed order."""
 
-    def __init__(self, search: SearchConfig, seed: int, trials: int | None = None, repeats: int | None = None):
+    def __init__(self, search: SearchConfig, seed: int, trials: int | None = None, repeats: int | None = None,
+                 sequence: str = SEQUENCE):
         if not search.space:
             raise ValueError("search.space is empty: add at least one key to search over")
         self.space = dict(sorted(search.space.items()))  # fixed dimension order
         self.trials = trials or search.trials
         self.repeats = repeats or search.repeats
-        self.sequence = search.sequence
+        self.sequence = sequence
         self.seed = seed
         self._units = [unit_points(self.sequence, len(self.space), self.trials, self.scramble_seed(r))
                        for r in range(self.repeats)]

@@ -83,7 +83,7 @@ def run_trial(point: dict[str, Any], *, base: dict[str, Any], pipeline: str, par
     try:
         summary = train(cfg, pipeline, str(out), t0, hooks=hooks)
     finally:
-        upload_run(runs_storage, out, cfg.storage.retry_s)
+        upload_run(runs_storage, out, cfg.train.store_retry_s())
     tune.report(final_report(summary))
 
 

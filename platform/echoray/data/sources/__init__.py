@@ -3,18 +3,19 @@
 `index_source` validates paths and counts samples (cheap, driver side); the
 returned SourceIndex is plain data that travels to Ray actors, where
 `open_reader` turns it into a reader of (images uint8 NHWC, labels int64). A reader of
-an object store retries its reads through an outage (retrying.py, storage.retry_s).
+an object store retries its reads through an outage (retrying.py, TrainConfig.store_retry_s).
 """
 
 from __future__ import annotations
 
 from echoray.config import SourceConfig
-from echoray.data.sources.base import Reader, SourceError, SourceIndex
+from echoray.data.sources.base import NETWORK_READS_IN_FLIGHT, Reader, SourceError, SourceIndex
 from echoray.plugins import is_import_path
+from echoray.storage import is_uri
 
 
 def index_source(cfg: SourceConfig, retry_s: float = 120.0) -> SourceIndex:
-    """`retry_s`: storage.retry_s, how long the readers wait out an object store outage."""
+    """`retry_s`: TrainConfig.store_retry_s, how long the readers wait out an object store outage."""
     if is_import_path(cfg.kind):  # a reader of the user's (custom.py)
         from echoray.data.sources.custom import index
     elif cfg.kind == "digits":
@@ -30,7 +31,8 @@ def index_source(cfg: SourceConfig, retry_s: float = 120.0) -> SourceIndex:
     else:
         from echoray.data.sources.parquet import index
     idx = index(cfg)
-    idx.read_concurrency = cfg.reads_in_flight(idx.read_concurrency)
+    if idx.read_concurrency is None:  # the reader did not declare its own
+        idx.read_concurrency = reads_in_flight(cfg.path)
     idx.retry_s = retry_s
     if cfg.path:
         idx.locations = {"train": f"source.path {cfg.path}",
@@ -40,6 +42,12 @@ def index_source(cfg: SourceConfig, retry_s: float = 120.0) -> SourceIndex:
     if len(idx.eval_ids) == 0:
         raise SourceError(f"source: the held-out split of {cfg.path or cfg.kind} is empty")
     return idx
+
+
+def reads_in_flight(path: str | None) -> int:
+    """Reads in flight per actor of a source at `path`: NETWORK_READS_IN_FLIGHT where a read
+    waits on a network (a URI such as s3://), else one (threads only contend for the cores)."""
+    return NETWORK_READS_IN_FLIGHT if is_uri(path or "") else 1
 
 
 def open_reader(idx: SourceIndex) -> Reader:

@@ -10,6 +10,10 @@ import pyarrow.fs as pafs
 
 Split = Literal["train", "eval"]
 
+# Reads in flight where a read waits on a network: 16 hide a 20 ms request's latency, and one
+# read at a time is the fastest on local files (benchmarks/results/input_pipeline.json, input_pipeline_quiet.json).
+NETWORK_READS_IN_FLIGHT = 16
+
 
 class SourceError(ValueError):
     """A dataset that cannot be used as configured; the message names the path."""
@@ -28,17 +32,17 @@ class SourceIndex:
     # Kind-specific locations (row counts, FileTables of paths: data/sources/file_table.py).
     details: dict[str, Any] = field(default_factory=dict)
     max_bad_fraction: float = 0.0
-    # Reads in flight per reader. A reader's index(cfg) may declare its own (one over a
-    # network sets e.g. 16 to hide its latency); index_source then sets the run's value:
-    # source.read_concurrency, else 16 for a URI path, else this (SourceConfig.reads_in_flight).
-    read_concurrency: int = 1
+    # Reads in flight per reader (files of an image folder). A reader's index(cfg) may declare
+    # its own (one over a network of its own sets NETWORK_READS_IN_FLIGHT); None: index_source
+    # decides, NETWORK_READS_IN_FLIGHT for a URI path, else 1.
+    read_concurrency: int | None = None
     # True where every sample is its own read (a file, an object): the read plan then draws
     # each chunk's ids at random per (seed, epoch) (data/plan.py). False (the default):
     # neighbours share a read (a record file, a row group), chunks keep neighbouring ids.
     shuffled_reads: bool = False
     # Where each split is read from, as the error of an outage names it ("source.path s3://...":
     # set by index_source), and how long reads wait out an object store that stopped
-    # answering (storage.retry_s; echoray/storage_retry.py).
+    # answering (TrainConfig.store_retry_s; echoray/storage_retry.py).
     locations: dict[str, str] = field(default_factory=dict)
     retry_s: float = 120.0
     # The import path of the reader that made this index (source.kind "package.module:Reader",

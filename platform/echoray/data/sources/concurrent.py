@@ -2,7 +2,7 @@
 
 An object store answers each GET after 20-50 ms whatever its bandwidth, so one
 read at a time caps an actor at a few dozen files/s. A thread pool keeps
-`source.read_concurrency` requests outstanding: pyarrow's filesystems and
+`SourceIndex.read_concurrency` requests outstanding: pyarrow's filesystems and
 simplejpeg release the GIL while they wait or decode, so the threads overlap
 I/O with decoding too. `map` returns results in the order of the inputs, which
 keeps the rows of a read, and so the audit, identical to a sequential read.

@@ -11,7 +11,7 @@ The protocol (the built-in sources follow it too; see digits.py for the shortest
             `details` whatever read needs (paths, offsets). cfg.path, cfg.limit,
             cfg.holdout_fraction and cfg.options (a dict) are the YAML's. A reader
             whose reads wait on a network may set idx.read_concurrency (reads in flight
-            per actor where source.read_concurrency is null; 1 if left).'''
+            per actor; left None: 16 for a URI source.path, else 1).'''
 
         def __init__(self, idx: SourceIndex):
             '''On every preprocessing actor and evaluating worker.'''
@@ -20,7 +20,7 @@ The protocol (the built-in sources follow it too; see digits.py for the shortest
             '''One chunk of ids -> (images uint8 N x H x W x C, labels int64 N), in order.'''
 
 echoray then does the rest as for a built-in kind: the read plan (a seeded order per
-epoch, chunks of source.chunk_size ids), source.read_concurrency, replay of a restored
+epoch, chunks of source.chunk_size ids), reads in flight, replay of a restored
 run's unread rows, and the accounting by sample id. An `index` that returns anything but
 a SourceIndex, or labels outside [0, num_classes), is an error naming source.kind.
 """

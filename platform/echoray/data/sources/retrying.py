@@ -1,8 +1,8 @@
-"""A source reader whose reads wait out an object store outage (storage.retry_s).
+"""A source reader whose reads wait out an object store outage (TrainConfig.store_retry_s).
 
 Each read call (read, read_skipping, read_units: the methods that take the split and
 fetch bytes) is retried whole through echoray/storage_retry.RetryPolicy: reads are
-idempotent, so a read that failed half-way is simply read again. Past storage.retry_s
+idempotent, so a read that failed half-way is simply read again. Past TrainConfig.store_retry_s
 the call raises StoreUnavailable naming the split's location ("source.path s3://...");
 the run then fails (exit 1) and `echoray train --resume` continues it from its last
 checkpoint. Local sources (no URI) get their reader unwrapped: a local disk has no

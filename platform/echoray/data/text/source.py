@@ -28,6 +28,10 @@ from echoray.data.text.tokenizers import BpeTokenizer, ByteTokenizer, from_spec,
 
 SPLIT_SEED = 0  # the held-out documents do not move with the pipeline's seed (searches share them)
 COUNT_BATCH = 64  # units decoded and tokenized together while counting
+BPE_TRAIN_BYTES = 64 << 20  # a BPE tokenizer trains on a seeded sample of at most this many bytes
+UNITS_PER_CORPUS = 1024  # unit_bytes: read units a corpus is cut into, about
+SEQUENCES_PER_UNIT = 32  # unit_bytes: the least bytes of a unit, in sequences of seq_len + 1 bytes
+MAX_UNIT_BYTES = 1 << 20  # unit_bytes: the most
 
 
 class TextReader:
@@ -80,27 +84,39 @@ class TextReader:
         }
 
 
+def unit_bytes(docs: list[corpus.Document], seq_len: int) -> int:
+    """Stored bytes per read unit (data/text/corpus.py cuts larger documents after a newline
+    and groups smaller ones up to it): the corpus at source.path in about UNITS_PER_CORPUS
+    units, so the seeded permutation shuffles finely and every actor gets many; at least
+    SEQUENCES_PER_UNIT sequences of bytes (a unit's tail shorter than a sequence is not
+    trained) and at most MAX_UNIT_BYTES (one ranged read)."""
+    total = sum(d.size for d in docs)
+    return int(min(MAX_UNIT_BYTES, max(SEQUENCES_PER_UNIT * (seq_len + 1), total // UNITS_PER_CORPUS)))
+
+
 def _documents(fs, root: str, cfg: SourceConfig, key: str) -> list[corpus.Document]:
-    """The documents under root, each .gz of more than a range checked and indexed to be cut."""
-    docs = corpus.list_documents(fs, root, cfg.text_suffixes, key, cfg.text_exclude, cfg.text_column)
-    return [corpus.gz_indexed(fs, d, cfg.range_bytes) for d in docs]
+    return corpus.list_documents(fs, root, cfg.text_suffixes, key, cfg.text_exclude, cfg.text_column)
 
 
 def _split_docs(cfg: SourceConfig):
-    """(train fs, root, docs, doc ids, key), (eval fs, root, docs, doc ids, key)."""
+    """(train fs, root, docs, doc ids, key), (eval fs, root, docs, doc ids, key), and the
+    read unit's bytes (unit_bytes of source.path's documents); each .gz of more than a unit
+    checked and indexed to be cut."""
     fs, root = filesystem(cfg.path, "source.path")
     docs = _documents(fs, root, cfg, "source.path")
+    range_bytes = unit_bytes(docs, cfg.seq_len)
+    docs = [corpus.gz_indexed(fs, d, range_bytes) for d in docs]
     if cfg.eval_path:
         efs, eroot = filesystem(cfg.eval_path, "source.eval_path")
-        edocs = _documents(efs, eroot, cfg, "source.eval_path")
+        edocs = [corpus.gz_indexed(efs, d, range_bytes) for d in _documents(efs, eroot, cfg, "source.eval_path")]
         return (fs, cfg.path, docs, list(range(len(docs))), "source.path"), \
-            (efs, cfg.eval_path, edocs, list(range(len(edocs))), "source.eval_path")
+            (efs, cfg.eval_path, edocs, list(range(len(edocs))), "source.eval_path"), range_bytes
     if len(docs) < 2:
         raise SourceError(f"source.path {shown(fs, root)}: one document cannot be split into training and "
                           "held-out text; add documents or set source.eval_path")
     train_ids, eval_ids = split_holdout(len(docs), cfg.holdout_fraction, SPLIT_SEED)
     return (fs, cfg.path, docs, [int(i) for i in train_ids], "source.path"), \
-        (fs, cfg.path, docs, [int(i) for i in eval_ids], "source.path")
+        (fs, cfg.path, docs, [int(i) for i in eval_ids], "source.path"), range_bytes
 
 
 def make_tokenizer(cfg: SourceConfig, fs, docs, doc_ids):
@@ -120,8 +136,8 @@ def make_tokenizer(cfg: SourceConfig, fs, docs, doc_ids):
     rng = np.random.default_rng(SPLIT_SEED)
     order = [doc_ids[i] for i in rng.permutation(len(doc_ids))]
     sample, total = [], 0
-    for i in order:  # a seeded sample of whole training documents, up to train_bytes
-        if total >= t.train_bytes:
+    for i in order:  # a seeded sample of whole training documents, up to BPE_TRAIN_BYTES
+        if total >= BPE_TRAIN_BYTES:
             break
         for raw, _ in corpus.piece_texts(fs, docs[i], 0, corpus.WHOLE):
             sample.append(packing.decode_utf8(raw)[0])
@@ -158,14 +174,14 @@ def index(cfg: SourceConfig) -> SourceIndex:
         clock.append(time.perf_counter())
         return round(clock[-1] - clock[-2], 3)
 
-    train, held = _split_docs(cfg)
+    train, held, range_bytes = _split_docs(cfg)
     phases = {"list": lap()}
     tokenizer = make_tokenizer(cfg, train[0], train[2], train[3])
     phases["tokenizer"] = lap()
-    details = {"seq_len": cfg.seq_len, "tokenizer": tokenizer.spec()}
+    details = {"seq_len": cfg.seq_len, "tokenizer": tokenizer.spec(), "range_bytes": range_bytes}
     for split, (fs, uri, docs, ids, key) in (("train", train), ("eval", held)):
         details.update({f"{split}_uri": uri, f"{split}_key": key, f"{split}_docs": docs,
-                        f"{split}_units": corpus.read_units(fs, docs, ids, cfg.range_bytes)})
+                        f"{split}_units": corpus.read_units(fs, docs, ids, range_bytes)})
     phases["units"] = lap()
     idx = SourceIndex(kind="text", num_classes=tokenizer.vocab_size, train_ids=np.zeros(0, np.int64),
                       eval_ids=np.zeros(0, np.int64), image_size=None, channels=1, details=details)
