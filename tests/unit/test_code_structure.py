@@ -1,0 +1,42 @@
+"""Small units (issue 59, deliverable 7): no class in platform/echoray over 15 methods (defs
+directly in its body, properties included) and no function over 60 lines."""
+
+import ast
+
+from helpers import REPO
+
+PLATFORM = REPO / "platform" / "echoray"
+MAX_METHODS = 15
+MAX_FUNCTION_LINES = 60
+# Being split by another change in flight (issue 59): remove the entry once it is under the limit.
+PENDING = {"train/loop.py:WorkerLoop"}
+
+
+def _trees():
+    for path in sorted(PLATFORM.rglob("*.py")):
+        yield path.relative_to(PLATFORM).as_posix(), ast.parse(path.read_text(), str(path))
+
+
+def methods_of(cls: ast.ClassDef) -> int:
+    return sum(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) for node in cls.body)
+
+
+def test_no_class_has_more_than_15_methods():
+    big = {f"{name}:{node.name}": methods_of(node)
+           for name, tree in _trees() for node in ast.walk(tree)
+           if isinstance(node, ast.ClassDef) and methods_of(node) > MAX_METHODS}
+    assert set(big) <= PENDING, {k: v for k, v in big.items() if k not in PENDING}
+
+
+def test_no_function_is_longer_than_60_lines():
+    long = {f"{name}:{node.lineno} {node.name}": node.end_lineno - node.lineno + 1
+            for name, tree in _trees() for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES}
+    assert long == {}
+
+
+def test_the_counts_are_what_they_say():
+    tree = ast.parse("class A:\n    x = 1\n    def f(self): ...\n    @property\n    def g(self): ...\n"
+                     "    class B:\n        def h(self): ...\n")
+    assert methods_of(tree.body[0]) == 2  # a property counts, a nested class's method does not
