@@ -130,7 +130,7 @@ class FinalRecord:
     eval_s: float
     precision: str
     peak_device_bytes: int | None  # CUDA only
-    extra_copies: int = 0  # samples trained as echo.fill_waits copies (absent from older records)
+    extra_copies: int = 0  # samples trained as spare copies under auto (absent from older records)
 
     def to_dict(self) -> dict[str, Any]:
         d = {("epochs" if f.name == "evals" else f.name): getattr(self, f.name) for f in dataclasses.fields(self)}

@@ -131,13 +131,14 @@ def test_auto_factor_adapts_toward_measured_r_and_is_logged(run_pipeline, sqlite
     # train step several times faster, so the run is input-bound and auto echo should climb.
     # (With 16 reads in flight, the default, their latencies overlap and R is about 1.)
     # The worker echoes each row as it takes it (train/consumption_echo.py), so the factor
-    # applies from the first measurement on: two epochs of 1024 (~15 s of reads) suffice.
-    # A cap of 8 above R: auto starts at it, then follows R, and the source's bursts leave
-    # the worker dry now and then, so it must train spare copies instead of waiting
-    # (asserted below). Spare copies need e below the cap: at e = cap none is allowed.
+    # applies from the first measurement on: two epochs of 1024 suffice.
+    # auto starts at the cap (8), then follows R below it. 5 s into its reads the store
+    # slows down 4x: while e catches up with the new R the worker runs dry, so it must
+    # train spare copies instead of waiting (asserted below; none is allowed at e = cap,
+    # and at a steady R this run trained none).
+    store = slow_store("digits", latency_ms=120, read_concurrency=1, change_after_s=5, latency_ms_after=480)
     overrides = ["train.target=null", "source.limit=1024", "train.max_epochs=2", "echo.stage=after_augment",
-                 "echo.factor=auto", "echo.max_factor=8", "source.chunk_size=16",
-                 *slow_store("digits", latency_ms=120, read_concurrency=1), "audit.enabled=true"]
+                 "echo.factor=auto", "echo.max_factor=8", "source.chunk_size=16", *store, "audit.enabled=true"]
     summary, audit = run_pipeline(None, *overrides, name="auto")
     assert summary["measured_R"] > 2.0
     assert 2.0 < summary["echo"]["final_factor"] <= 8.0

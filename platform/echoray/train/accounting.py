@@ -19,7 +19,7 @@ class Counters:
     steps: int = 0
     wait_s: float = 0.0  # time the step waited for its input
     step_s: float = 0.0  # time inside the train step
-    extra: int = 0  # samples trained as extra copies instead of waiting (echo.fill_waits)
+    extra: int = 0  # samples trained as extra copies instead of waiting (under auto)
 
     def add_step(self, fresh: int, trained: int, wait_s: float, step_s: float, samples: int | None = None) -> None:
         self.fresh += fresh

@@ -79,7 +79,7 @@ class ConsumptionEcho:
         self.live = np.zeros(0, dtype=bool)
         self._add(pool)
         self.factors: list[float] = []  # the factor of each fresh batch taken (what the run trained with)
-        self.spare = spare  # echo.fill_waits: extra copies instead of waiting (train/spare_copies.py)
+        self.spare = spare  # under auto: extra copies instead of waiting (train/spare_copies.py)
         self.extra_batches = 0  # batches completed with extra copies
         self.exhausted = False
 

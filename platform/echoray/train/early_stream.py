@@ -70,7 +70,7 @@ def start_worker_stream(config: dict) -> StartedStream | None:
 class StartedStream:
     """An iterable whose first item is asked for at once, in a thread, and each next one as
     soon as the one before is handed out (one in flight); `poll()` says whether it is here,
-    so a consumer can train on while it comes (echo.fill_waits)."""
+    so a consumer can train on while it comes (spare copies under auto)."""
 
     def __init__(self, batches: Iterable[dict]):
         self._it = iter(batches)

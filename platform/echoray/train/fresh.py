@@ -7,7 +7,7 @@ but not finished, {(epoch, sample_id): [copies seen, copies emitted, counted her
 the first copy seen counts the sample, the last one drops the entry. Memory is bounded
 by what is in flight (shuffle buffer, batch packer carry), not by the dataset; samples
 with a single copy (no echo, batch echo) never enter the table. A row whose count is 0
-is an extra copy of a sample this worker has trained already (echo.fill_waits,
+is an extra copy of a sample this worker has trained already (filling waits under auto,
 train/spare_copies.py): it is neither fresh nor one of the sample's planned copies.
 
 Several workers. Ray Data's streaming_split(equal=True) hands out whole blocks while the
