@@ -11,7 +11,7 @@ source section's own and reaches the inner source unchanged):
                     or a reader by import path.
   latency_ms        waited per store request: a GET per sample where each sample is its
                     own file (SourceIndex.shuffled_reads: image_folder), a range read per
-                    piece of a text unit (a document's part within source.range_bytes),
+                    piece of a text unit (a document's part within a read unit),
                     else a range read per read-plan chunk of source.chunk_size ids.
                     Requests in flight overlap: n requests take ceil(n / reads in flight)
                     latencies.

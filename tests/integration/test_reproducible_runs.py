@@ -5,7 +5,7 @@ evaluation, exactly (no tolerance).
 What makes that hold (docs/troubleshooting.md, "A run does not repeat its figures"):
 - the read plan (data/plan.py) is a pure function of the seed and the config (block sizes
   included: no timing, no machine property);
-- `preprocess.deterministic: true` sets Ray Data's `preserve_order`, so blocks leave the
+- echoray always sets Ray Data's `preserve_order`, so blocks leave the
   actor pool in plan order whichever actor finishes first, and batches leave iter_batches'
   formatting threads in order;
 - the worker's local shuffle buffer is seeded (STREAM_SAMPLER) and is fed those blocks in

@@ -136,7 +136,7 @@ def test_an_outage_shorter_than_retry_s_is_waited_out(local_ray, s3, s3_data, tm
     if where == "checkpoint write":
         kept = json.loads(s3.filesystem().open_input_stream(
             f"{runs.removeprefix('s3://')}/run/train_local/checkpoints.json").read())
-        assert [k["epoch"] for k in kept] == [EPOCHS - 1, EPOCHS]  # train.checkpoints_to_keep: 2
+        assert [k["epoch"] for k in kept] == [EPOCHS - 1, EPOCHS]  # the last two checkpoints are kept
         keys = s3.keys(f"{runs}/run/train_local")
         assert sorted({k.split("/")[0] for k in keys}) == ["checkpoint_000007", "checkpoint_000008", "checkpoints.json"]
 
