@@ -127,17 +127,16 @@ def test_fractional_factor_two_workers_fresh_is_distinct_samples_trained(run_pip
 def test_auto_factor_adapts_toward_measured_r_and_is_logged(run_pipeline, sqlite_uri):
     from mlflow.tracking import MlflowClient
 
-    # Reads of 16 samples wait 120 ms, one at a time: about 130 fresh examples/s against a
-    # train step several times faster, so the run is input-bound and auto echo should climb.
-    # (With 16 reads in flight, the default, their latencies overlap and R is about 1.)
+    # Reads of 16 samples, one at a time, wait 20 ms for the first 5 s of the store, then
+    # 150 ms: about 800 fresh examples/s, R near 1, then about 100 against a train step
+    # several times faster, so the run becomes input-bound and auto echo climbs.
     # The worker echoes each row as it takes it (train/consumption_echo.py), so the factor
-    # applies from the first measurement on: two epochs of 1024 suffice.
-    # auto starts at the cap (8), then follows R below it. 5 s into its reads the store
-    # slows down 4x: while e catches up with the new R the worker runs dry, so it must
-    # train spare copies instead of waiting (asserted below; none is allowed at e = cap,
-    # and at a steady R this run trained none).
-    store = slow_store("digits", latency_ms=120, read_concurrency=1, change_after_s=5, latency_ms_after=480)
-    overrides = ["train.target=null", "source.limit=1024", "train.max_epochs=2", "echo.stage=after_augment",
+    # applies from the first measurement on. auto starts at the cap (8) and falls to R;
+    # when the store slows down, the worker runs dry while e climbs back, so it must train
+    # spare copies of samples it trained at a low e instead of waiting (asserted below;
+    # none is allowed at e = cap, and at a steady R this run trained none).
+    store = slow_store("digits", latency_ms=20, read_concurrency=1, change_after_s=5, latency_ms_after=150)
+    overrides = ["train.target=null", "source.limit=1024", "train.max_epochs=8", "echo.stage=after_augment",
                  "echo.factor=auto", "echo.max_factor=8", "source.chunk_size=16", *store, "audit.enabled=true"]
     summary, audit = run_pipeline(None, *overrides, name="auto")
     assert summary["measured_R"] > 2.0

@@ -115,10 +115,10 @@ def test_text_behind_the_store_reads_the_text_sources_units_and_waits_per_piece(
     latency per piece of each unit plus its bytes at the bandwidth."""
     for i in range(6):
         (tmp_path / f"doc{i}.txt").write_text("".join(f"line {i} {j} of the kernel docs\n" for j in range(120)))
-    text = ["source.seq_len=32", "source.range_bytes=1024", "source.text_suffixes=[.txt]", f"source.path={tmp_path}"]
+    text = ["source.seq_len=32", "source.text_suffixes=[.txt]", f"source.path={tmp_path}"]
     pipeline = repo / "pipelines" / "lm_linux_doc.yaml"
-    cfg = load_config(pipeline, [*text, "source.kind=slow_store:SlowStore", "source.read_concurrency=1",
-                                 "source.options={inner: text, latency_ms: 20, bandwidth_mb_s: 1}"]).source
+    cfg = load_config(pipeline, [*text, "source.kind=slow_store:SlowStore",
+                                 "source.options={inner: text, latency_ms: 20, bandwidth_mb_s: 1, read_concurrency: 1}"]).source
     idx, plain_idx = index_source(cfg), index_source(load_config(pipeline, text).source)
     assert (idx.kind, idx.reader, plain_idx.reader) == ("text", "slow_store:SlowStore", None)
     assert np.array_equal(idx.train_ids, plain_idx.train_ids)
