@@ -127,37 +127,35 @@ def test_fractional_factor_two_workers_fresh_is_distinct_samples_trained(run_pip
 def test_auto_factor_adapts_toward_measured_r_and_is_logged(run_pipeline, sqlite_uri):
     from mlflow.tracking import MlflowClient
 
-    # Reads of 16 samples, one at a time, wait 20 ms for the first 5 s of the store, then
-    # 150 ms: about 800 fresh examples/s, R near 1, then about 100 against a train step
-    # several times faster, so the run becomes input-bound and auto echo climbs.
+    # Reads of 16 samples wait 120 ms, one at a time: about 130 fresh examples/s against a
+    # train step several times faster, so the run is input-bound and auto echo should climb.
+    # (With 16 reads in flight, the default, their latencies overlap and R is about 1.)
     # The worker echoes each row as it takes it (train/consumption_echo.py), so the factor
-    # applies from the first measurement on. auto starts at the cap (8) and falls to R;
-    # when the store slows down, the worker runs dry while e climbs back, so it must train
-    # spare copies of samples it trained at a low e instead of waiting (asserted below;
-    # none is allowed at e = cap, and at a steady R this run trained none).
-    store = slow_store("digits", latency_ms=20, read_concurrency=1, change_after_s=5, latency_ms_after=150)
-    overrides = ["train.target=null", "source.limit=1024", "train.max_epochs=8", "echo.stage=after_augment",
-                 "echo.factor=auto", "echo.max_factor=8", "source.chunk_size=16", *store, "audit.enabled=true"]
+    # applies from the first measurement on: two epochs of 1024 (~15 s of reads) suffice.
+    # auto starts at the cap. Spare copies (a gap filled with extra copies of samples trained
+    # lately) are allowed and bounded below; that a gap is filled is test_consumption_echo's.
+    overrides = ["train.target=null", "source.limit=1024", "train.max_epochs=2", "echo.stage=after_augment",
+                 "echo.factor=auto", "echo.max_factor=4", "source.chunk_size=16",
+                 *slow_store("digits", latency_ms=120, read_concurrency=1), "audit.enabled=true"]
     summary, audit = run_pipeline(None, *overrides, name="auto")
     assert summary["measured_R"] > 2.0
-    assert 2.0 < summary["echo"]["final_factor"] <= 8.0
+    assert 2.0 < summary["echo"]["final_factor"] <= 4.0
     assert summary["echo"]["measured_factor"] > 2.0
     trace = summary["echo"]["factor_history"]
     assert len(trace) >= 2
-    assert trace[0]["factor"] == pytest.approx(min(8.0, max(1.0, trace[0]["measured_R"])))  # first: straight to R
+    assert trace[0]["factor"] == pytest.approx(min(4.0, max(1.0, trace[0]["measured_R"])))  # first: straight to R
     # every point is the auto law (data/echo.py) applied to the windows so far, and the last is the run's final e
     state = None
     for p in trace:
         state = update_r_estimate(state, p["measured_R"])
-        assert p["factor"] == pytest.approx(auto_factor(state, 8.0))
+        assert p["factor"] == pytest.approx(auto_factor(state, 4.0))
     assert summary["echo"]["final_factor"] == trace[-1]["factor"]
-    # The worker trained extra copies instead of waiting, never counted
+    # Extra copies the worker trained instead of waiting (if any) are never counted
     # fresh, never past echo.max_factor copies of a sample; each trained row its own copy index
-    assert summary["echo"]["extra_copies"] > 0
     rows = audit.select(["epoch", "sample_id", "view"]).to_pandas()
     assert not rows.duplicated().any()
     per_sample = rows.groupby(["epoch", "sample_id"]).size()
-    assert summary["fresh_examples"] == len(per_sample) and per_sample.max() <= 8
+    assert summary["fresh_examples"] == len(per_sample) and per_sample.max() <= 4
     assert summary["trained_examples"] == len(rows)
     # MLflow holds exactly those points, step k = the k-th window
     client = MlflowClient(sqlite_uri)
