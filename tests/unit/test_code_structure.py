@@ -11,7 +11,7 @@ MAX_FUNCTION_LINES = 60
 # Over the limit on main and owned by other changes in flight (issue 59): remove an entry
 # once it is under the limit.
 PENDING = {"train/loop.py:WorkerLoop"}
-PENDING_FUNCTIONS = {"tune/search_run.py:run_search"}
+PENDING_FUNCTIONS: set[str] = set()
 
 
 def _trees():

@@ -34,7 +34,12 @@ from echoray.runtime.session import start_ray
 from echoray.summary import write_json_atomic
 from echoray.tracking import RunLogger, check_reachable, tracking_uri
 from echoray.train.local_mode import fits_local_mode
-from echoray.tune.mlflow_runs import child_runs, end_unfinished_children, mark_failed, register_search_model
+from echoray.tune.mlflow_runs import (
+    child_runs,
+    end_unfinished_children,
+    mark_failed,
+    register_search_model,
+)
 from echoray.tune.outcome import ERROR, NOT_REACHED, REACHED, summarize
 from echoray.tune.search_storage import (
     STATE_FILE,
@@ -138,12 +143,7 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
         grid = _fit(d, points, base, pipeline, run_id, uri, concurrency, resume=bool(state),
                     warm=warm, storage=storage, runs_storage=home and f"{home}/trials")
         records, unfinished = _records(grid, base, points)
-        for rec in records:  # a trial that failed never reported its run id; MLflow knows it
-            if rec["mlflow_run_id"] is None:
-                found = child_runs(uri, run_id, rec["trial_key"])
-                rec["mlflow_run_id"] = found[0].info.run_id if found else None
-            if rec["status"] == ERROR and rec["mlflow_run_id"]:
-                mark_failed(uri, rec["mlflow_run_id"])
+        _settle_runs(records, uri, run_id)
         if unfinished:
             raise SearchInterrupted(f"{unfinished} trial(s) unfinished; continue with: echoray tune --resume {home or d}")
         summary = _search_summary(cfg, pipeline, d, run_id, uri, points, concurrency, records, t0)
@@ -160,6 +160,17 @@ def run_search(cfg: PipelineConfig | None, pipeline: str, out: str | None, t0: f
     finally:
         end_unfinished_children(uri, run_id, "KILLED")
         logger.end(status)
+
+
+def _settle_runs(records: list[dict], uri: str, run_id: str) -> None:
+    """Each record names its trial's MLflow run (a trial that failed never reported its run
+    id; MLflow knows it), and an errored trial's run is FAILED (mlflow_runs.mark_failed)."""
+    for rec in records:
+        if rec["mlflow_run_id"] is None:
+            found = child_runs(uri, run_id, rec["trial_key"])
+            rec["mlflow_run_id"] = found[0].info.run_id if found else None
+        if rec["status"] == ERROR and rec["mlflow_run_id"]:
+            mark_failed(uri, rec["mlflow_run_id"])
 
 
 def _open_search(cfg: PipelineConfig, idx, d: Path, base: dict, where: tuple, points: SearchPoints,
