@@ -289,18 +289,18 @@ class TrainConfig(Section):
     batch_size: PositiveInt = 64
     """B: samples per worker per step."""
     max_epochs: PositiveInt = 20
-    """Budget in epochs of fresh data."""
+    """Budget in epochs: passes over the training set's fresh examples (echo copies and views do not count)."""
     max_fresh_examples: PositiveInt | None = None
     """Budget in fresh examples read; null: max_epochs alone."""
     metric: Literal["accuracy", "bits_per_byte", "perplexity"] = "accuracy"
     """Held-out metric the target applies to: accuracy (reach above) or, for language models, bits_per_byte / perplexity (reach below; echoray/metrics.py)."""
     target: Annotated[float, Field(ge=0)] | None = 0.97
     """Stop when the held-out metric reaches this (in the metric's direction); null: train until the budget is spent."""
-    # Evaluations per epoch of fresh data, at evenly spaced points (steps, or fresh examples
-    # under echo.factor: auto): fresh examples and time to target are then observed every
-    # 1/k epoch instead of once per epoch. At most the optimizer steps of one epoch at e = 1.
+    # Evaluations per epoch, at every n_train/k fresh examples (echoray/epochs.py), at any
+    # echo factor; the last one at the run's end: fresh examples and time to target are then
+    # observed every 1/k epoch. At most the optimizer steps of one epoch at e = 1.
     evals_per_epoch: PositiveInt = 1
-    """Held-out evaluations per epoch of fresh data, evenly spaced (fresh examples to target resolved to 1/k epoch)."""
+    """Held-out evaluations per epoch (pass of fresh data), at every 1/k of its fresh examples (fresh examples to target resolved to 1/k epoch)."""
     stall_timeout_s: Annotated[float, Field(gt=0)] = 180.0
     """Seconds without progress after which the run fails, naming the resources the cluster lacks; reads and checkpoint writes wait out an object store outage for half as long."""
     # A Ray Train checkpoint every N epochs (0: none): what worker retries and
@@ -315,10 +315,10 @@ class TrainConfig(Section):
     """NHWC weights and inputs (tensor-core convolutions)."""
     compile: bool = False  # torch.compile the model (see README: where it helps)
     """Wrap the model in torch.compile."""
-    # A progress line (step, examples/s, fresh/trained, echo factor, epoch ETA) and the
-    # same figures to MLflow every this many seconds during an epoch (0: epoch lines only).
+    # A progress line (epoch, step, examples/s, fresh/trained, echo factor, epoch ETA) and
+    # the same figures to MLflow every this many seconds (0: evaluation lines only).
     log_every_s: Annotated[float, Field(ge=0)] = 10.0
-    """Seconds between progress lines within an epoch (also logged to MLflow); 0: epoch lines only."""
+    """Seconds between progress lines between evaluations (also logged to MLflow); 0: evaluation lines only."""
     # Where Ray Train writes checkpoints (a folder per run inside it): a local folder, a
     # shared mount, or an object store URI (s3://bucket/runs). null: the run folder, which
     # serves one node; a cluster needs storage every node reads (see echoray/storage.py).

@@ -1,7 +1,7 @@
 """Where the echo happens and what follows from it, decided once from the config.
 
 `EchoPlan.from_config(cfg)` answers every question the pipeline asks of `echo.stage`
-(which process repeats what, at which factor, how an epoch is counted) as named
+(which process repeats what, at which factor) as named
 attributes; the rest of the code reads them instead of comparing stage names. This
 module and its two stage rules (`echoes_examples`, `echoes_batches`) are the only code
 that branches on a stage name. It imports nothing from echoray, so config.py, data/
@@ -47,15 +47,14 @@ class EchoPlan:
     actor_factor: float | str  # the factor the actor applies: 1.0 where it does not echo
     per_copy_augment: bool  # each echo copy gets its own augmentation key (echo precedes it)
     separate_copies: bool  # repack batches so copies of one sample rarely share one (data/batching.py)
-    epochs_by_fresh: bool  # an epoch ends by the count of fresh examples, not of steps
     # under `auto` at consumption: when no fresh batch is ready, the worker
     # completes one with extra copies of samples it trained lately (train/spare_copies.py).
     fills_waits: bool = False
 
     @property
     def schedule_factor(self) -> float:
-        """The echo factor a data epoch's optimizer steps are counted at (the learning-rate
-        schedule's epochs, the evaluation points, the checkpoints): the configured factor, and
+        """The echo factor an epoch's optimizer steps are counted at for the learning-rate
+        schedule (evaluations fall by fresh examples: echoray/epochs.py): the configured factor, and
         1 under `auto`, whose factor is not known ahead (and without echo). So a fixed factor e stretches the
         schedule (warm-up and decay in epochs of fresh data) over e times the steps of e = 1,
         and `auto` does not: at the same R an auto run anneals sooner than a fixed factor
@@ -104,7 +103,6 @@ class EchoPlan:
             in_actor_before_augment=in_actor and before, in_actor_after_augment=in_actor and not before,
             actor_factor=echo.factor if in_actor else 1.0, per_copy_augment=before,
             separate_copies=examples,
-            epochs_by_fresh=auto and not echoes_batches(echo.stage),
             fills_waits=at_consumption and auto,
         )
 

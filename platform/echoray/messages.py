@@ -1,4 +1,4 @@
-"""What echoray says on the console: the `[echoray]` line, a run's start line, its epoch
+"""What echoray says on the console: the `[echoray]` line, a run's start line, its evaluation
 lines, and the summary with where the run's files and MLflow run are (and how to open the
 UI from there). Everything here prints or formats; nothing decides how a run goes."""
 
@@ -20,11 +20,13 @@ def say(msg: str) -> None:
 
 
 def epoch_line(ev: dict[str, Any]) -> str:
+    """An evaluation's line: its index, the epoch it fell at (passes of fresh data,
+    echoray/epochs.py), what it scored and counted."""
     tta = f" (tta {ev['accuracy_tta']:.4f})" if ev.get("accuracy_tta") is not None else ""
     score = (f"acc {ev['accuracy']:.4f}{tta}" if ev.get("bits_per_byte") is None  # a language model's:
              else f"bpb {ev['bits_per_byte']:.4f}  ppl {ev['perplexity']:.2f}")
     return (
-        f"epoch {ev['epoch']:>3}  step {ev['step']:>6}  loss {ev['loss']:.4f}  "
+        f"eval {ev['epoch']:>3}  epoch {ev['data_epochs']:5.2f}  step {ev['step']:>6}  loss {ev['loss']:.4f}  "
         f"{score}  fresh {ev['fresh_examples']:>8}  trained {ev['trained_examples']:>8}  "
         f"lr {ev['lr']:.4f}  training {ev['elapsed_s']:.1f}s"
     )
@@ -92,7 +94,8 @@ def print_summary(s: dict[str, Any], verbose: bool = False) -> None:
     lines = [
         f"{goal} (final {m['value']:.4f}, best {s['best_metric']:.4f}{why})",
         f"fresh examples {s['fresh_examples']}, trained {s['trained_examples']} "
-        f"(measured echo factor {s['echo']['measured_factor']:.3f}), steps {s['steps']}, epochs {s['epochs']}",
+        f"(measured echo factor {s['echo']['measured_factor']:.3f}), steps {s['steps']}, epochs {s['epochs']:.2f}, "
+        f"evaluations {s['evaluations']}",
     ]
     if s["target_reached"]:
         lines.append(

@@ -10,18 +10,21 @@ the keys are the same). `from_dict(r.to_dict()) == r` for every record here
 
 - Heartbeat: a worker's progress, every HEARTBEAT_S (train/loop.py -> runtime/collector.py);
   it travels as itself (both ends are ours and read it by attribute).
-- EpochRecord: one evaluation (an "epoch" record; with train.evals_per_epoch k there are
-  k per data epoch); its dict is what MLflow logs and the checkpoints keep as history.
+- EpochRecord: one evaluation (with train.evals_per_epoch k there are k per epoch, a pass
+  of fresh data: echoray/epochs.py); its dict is what MLflow logs and the checkpoints
+  keep as history.
 - FinalRecord: rank 0's counts at the end of an attempt (the run summary's source).
 - CheckpointMeta: a checkpoint's meta.json (train/faults.py writes it, everything that
   restores or resumes reads it).
 - PendingBatch: a batch whose batch-echo repeats a checkpoint cut short.
 
-Names say what they count where the dict keys, kept for the files, MLflow and the
-driver, do not: "epoch" in an epoch record is the evaluation's index (`eval_index`),
-"epochs" and a checkpoint's "epoch" are evaluations done (`evals`), a checkpoint's
-"start_epoch" is a read-plan pass (`first_open_pass`); `data_epochs` are epochs of
-fresh data.
+Names say what they count where the dict keys, kept for the checkpoints and the
+driver, do not: "epoch" in an evaluation record and a checkpoint's "epoch" are the
+evaluation's index / evaluations done (`eval_index`, `evals`), a checkpoint's
+"start_epoch" is a read-plan pass (`first_open_pass`). Epochs in the user's sense
+(passes of fresh data, fractional) are an evaluation record's `data_epochs` and the
+final record's `epochs`; what users read (console, summary.json, MLflow) calls the
+index an evaluation.
 """
 
 from __future__ import annotations
@@ -56,8 +59,8 @@ class EpochRecord:
     that lacks a key as None and notes the key in `absent`, and `to_dict` leaves it out
     again, so a resumed run hands the driver its old records unchanged."""
 
-    eval_index: int  # key "epoch": 1-based, train.evals_per_epoch of them per data epoch
-    data_epochs: float  # epoch / train.evals_per_epoch
+    eval_index: int  # key "epoch": 1-based, train.evals_per_epoch of them per epoch
+    data_epochs: float  # epochs (passes of fresh data) trained: fresh_examples / n_train
     step: int  # optimizer steps so far
     scores: dict[str, float]
     metric: float  # scores[train.metric]
@@ -109,8 +112,8 @@ _KEYS_AFTER_SCORES = ("metric", "loss", "lr", "accuracy_tta", "fresh_examples", 
 class FinalRecord:
     """Rank 0's record at the end of an attempt (all ranks' counts summed)."""
 
-    evals: int  # key "epochs": evaluations done
-    data_epochs: float
+    evals: int  # key "evaluations": evaluations done
+    epochs: float  # passes of fresh data trained: fresh_examples / n_train (echoray/epochs.py)
     steps: int
     fresh_examples: int
     trained_examples: int  # rows (views)
@@ -133,13 +136,14 @@ class FinalRecord:
     extra_copies: int = 0  # samples trained as spare copies under auto (absent from older records)
 
     def to_dict(self) -> dict[str, Any]:
-        d = {("epochs" if f.name == "evals" else f.name): getattr(self, f.name) for f in dataclasses.fields(self)}
+        d = {("evaluations" if f.name == "evals" else f.name): getattr(self, f.name)
+             for f in dataclasses.fields(self)}
         d["to_target"] = self.to_target.to_dict() if self.to_target is not None else None
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> FinalRecord:
-        values = {("evals" if k == "epochs" else k): v for k, v in d.items()}
+        values = {("evals" if k == "evaluations" else k): v for k, v in d.items()}
         hit = values["to_target"]
         return cls(**{**values, "to_target": EpochRecord.from_dict(hit) if hit is not None else None})
 

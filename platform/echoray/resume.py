@@ -186,9 +186,10 @@ def _local_mode_checkpoints(resume: Resume) -> list:
     return [store.checkpoint(k["name"]) for k in store.kept()]
 
 
-def backfill(resume: Resume, logged_epochs: set[int], log_epoch) -> int:
-    """Log the checkpointed epochs the dead driver did not get to log; returns how many."""
-    missing = [ev for ev in resume.history if ev["epoch"] not in logged_epochs]
+def backfill(resume: Resume, logged_steps: set[int], log_epoch) -> int:
+    """Log the checkpointed evaluations the dead driver did not get to log (MLflow has no
+    metric at their optimizer step); returns how many."""
+    missing = [ev for ev in resume.history if ev["step"] not in logged_steps]
     for ev in missing:
         log_epoch(ev)
     return len(missing)

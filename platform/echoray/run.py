@@ -70,12 +70,13 @@ class RunHooks:
 
 
 def epoch_clock(cfg: PipelineConfig, n_train: int) -> EpochClock:
-    """Where the workers end an epoch (train/loop.py's rule, seen from the driver)."""
-    from echoray.echo_plan import EchoPlan
-    from echoray.train.loop import steps_per_data_epoch
+    """The run's epochs (passes of fresh data) as the driver's live lines count them; the
+    stream's last partial batch is one per reading worker group (train/groups.py)."""
+    from echoray.train.groups import rank_layout
 
-    return EpochClock(steps_per_data_epoch(cfg, n_train, cfg.scaling.num_workers), n_train,
-                      by_fresh=EchoPlan.from_config(cfg).epochs_by_fresh, max_epochs=cfg.train.max_epochs)
+    ba = cfg.batch_augmentation
+    readers = rank_layout(0, cfg.scaling.num_workers, ba.copies, ba.mode).readers
+    return EpochClock(n_train, max_epochs=cfg.train.max_epochs, last_batch=readers * cfg.train.batch_size)
 
 
 def on_this_node() -> NodeAffinitySchedulingStrategy:
@@ -85,9 +86,11 @@ def on_this_node() -> NodeAffinitySchedulingStrategy:
 
 
 def history_row(ev: dict) -> dict:
-    """An epoch event as summary.json's history keeps it."""
-    row = {k: ev.get(k) for k in ("epoch", "step", "loss", "accuracy", "accuracy_tta",
-                                  "fresh_examples", "trained_examples", "train_s", "wait_fraction")}
+    """An evaluation event as summary.json's history keeps it: its index (`evaluation`),
+    the epoch it fell at (passes of fresh data, fractional), what it measured."""
+    row = {"evaluation": ev["epoch"], "epoch": ev.get("data_epochs"),
+           **{k: ev.get(k) for k in ("step", "loss", "accuracy", "accuracy_tta", "fresh_examples",
+                                     "trained_examples", "train_s", "wait_fraction")}}
     return {**row, **{k: ev[k] for k in LM_EPOCH_KEYS if ev.get(k) is not None}}
 
 
@@ -186,12 +189,12 @@ def _fit(site: _Site, resume: Resume | None, hooks: RunHooks, where: tuple) -> d
         local_fit = (local_config(cfg, site.storage, keeps_checkpoints, resume.checkpoint if resume else None)
                      if site.local_mode else None)
         fit = site.build_trainer(cfg, idx, site.plan, site.use_gpu, collector, site.storage, local=local_fit).fit
-        events = _RunEvents(site.logger, hooks, resume, idx)
-        live = LiveProgress(epoch_clock(cfg, len(idx.train_ids)), cfg.train.log_every_s, events.on_live)
+        events = _RunEvents(site.logger, hooks, resume, idx, epoch_clock(cfg, len(idx.train_ids)),
+                            cfg.train.log_every_s)
         collected = watch_fit(fit, collector, site.plan, cfg.train.stall_timeout_s, events.on_event,
                               events.on_factor, on_restart=events.on_restart,
                               final_since=resume.epoch if resume else 0,
-                              on_progress=lambda ev: say(epoch_line(ev)), on_tick=live)
+                              on_progress=lambda ev: say(epoch_line(ev)), on_tick=events.on_tick)
         summary = _finish(cfg, idx, collector, site.logger, site.run_dir, resume, collected, events, where)
         status = "FINISHED"
         return summary
@@ -211,47 +214,60 @@ def _fit(site: _Site, resume: Resume | None, hooks: RunHooks, where: tuple) -> d
 
 
 class _RunEvents:
-    """What the driver does with the collector's events: final epochs go to the history, to
-    MLflow and to hooks.on_epoch (a final epoch is never replayed); echo.factor: auto's
-    factor points, worker-group restarts and live progress lines are logged and said. A
-    resumed run starts its history with the epochs before its checkpoint and logs those the
-    dead driver had not logged; an epoch after the checkpoint that the dead driver had logged
-    (its checkpoint write failed, or the driver died before the write) is trained again, and
-    not logged twice: MLflow keeps one point per epoch (the replay makes it equal)."""
+    """What the driver does with the collector's events: final evaluations go to the history,
+    to MLflow and to hooks.on_epoch (a final evaluation is never replayed); echo.factor:
+    auto's factor points, worker-group restarts and live progress lines are logged and said.
+    Every MLflow metric of the run is logged at the optimizer step it describes (an
+    evaluation's `step`, a heartbeat's, the run's last for its summary figures), and each
+    evaluation logs `epoch`, the passes of fresh data it fell at (docs/concepts.md, "MLflow
+    metrics"). A resumed run starts its history with the evaluations before its checkpoint and
+    logs those the dead driver had not logged; an evaluation after the checkpoint that the
+    dead driver had logged (its checkpoint write failed, or the driver died before the write)
+    is trained again, at the same step, and not logged twice: MLflow keeps one point per step
+    (the replay makes it equal)."""
 
-    def __init__(self, logger: RunLogger, hooks: RunHooks, resume: Resume | None, idx: SourceIndex):
+    def __init__(self, logger: RunLogger, hooks: RunHooks, resume: Resume | None, idx: SourceIndex,
+                 clock: EpochClock, log_every_s: float):
         self.logger, self.hooks = logger, hooks
+        self.live = LiveProgress(clock, log_every_s, self.on_live)  # progress lines between evaluations
         self.history: list[dict] = []
         self.factor_points: list[dict] = []
-        self.logged_before: set[int] = set()
+        self.logged_before: set[int] = set()  # optimizer steps with an evaluation in MLflow
+        self.step = 0  # the workers' optimizer steps at the latest poll
         if resume:
             self.history.extend(history_row(ev) for ev in resume.history)
             self.logged_before = logger.logged_steps("loss" if idx.kind == "text" else "accuracy")
             backfill(resume, self.logged_before, self.log_epoch)
 
     def log_epoch(self, ev: dict) -> None:
-        self.logger.log_metrics({k: ev.get(k) for k in (
+        self.logger.log_metrics({**{k: ev.get(k) for k in (
             "accuracy", "accuracy_tta", "loss", "lr", "fresh_examples", "trained_examples",
-            "duplicate_batch_fraction", "wait_fraction", *LM_EPOCH_KEYS)}, step=ev["epoch"])
+            "duplicate_batch_fraction", "wait_fraction", *LM_EPOCH_KEYS)},
+            "epoch": ev.get("data_epochs"), "evaluation": ev["epoch"]}, step=ev["step"])
 
     def on_event(self, ev: dict) -> None:
         self.history.append(history_row(ev))
-        if ev["epoch"] not in self.logged_before:
+        if ev["step"] not in self.logged_before:
             self.log_epoch(ev)
         if self.hooks.on_epoch:
             self.hooks.on_epoch(ev)
 
+    def on_tick(self, tick: dict | None, echo_factor: float) -> None:  # every poll of the collector
+        if tick is not None:
+            self.step = tick["steps"]
+        self.live(tick, echo_factor)
+
     def on_factor(self, point: dict) -> None:
         self.factor_points.append(point)
         self.logger.log_metrics({"echo_factor": point["factor"], "echo_measured_R": point["measured_R"]},
-                                step=len(self.factor_points))
+                                step=self.step)
 
     @staticmethod
     def on_restart(r: dict) -> None:
         if r["kind"] == "restart":
-            say(f"a worker failed: worker group restarted from the checkpoint of epoch {r['from_epoch']}")
+            say(f"a worker failed: worker group restarted from the checkpoint of evaluation {r['from_epoch']}")
 
-    def on_live(self, fig: dict) -> None:  # every train.log_every_s inside an epoch
+    def on_live(self, fig: dict) -> None:  # every train.log_every_s between evaluations
         say(progress_line(fig))
         self.logger.log_metrics(progress_metrics(fig), step=fig["step"])
 
@@ -315,7 +331,7 @@ def _open_mlflow_run(cfg, logger, run_dir, pipeline, t0, resume, hooks, train_ru
     if resume:  # the same MLflow run and Ray Train storage, from the latest checkpoint
         find_checkpoint(resume, train_run_name)
         pipeline, t0, run_id = resume.pipeline, resume.started_at, logger.reopen(resume.mlflow_run_id)
-        say(f"resuming {run_dir} from " + (f"the checkpoint of epoch {resume.epoch}" if resume.checkpoint
+        say(f"resuming {run_dir} from " + (f"the checkpoint of evaluation {resume.epoch}" if resume.checkpoint
                                            else "the start (it had no checkpoint yet)"))
     else:
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -349,7 +365,7 @@ def _write_summary(cfg, logger, run_dir, pipeline, run_id, uri, t0, final, colle
     logger.log_metrics({k: summary[k] for k in (
         "fresh_examples", "trained_examples", "wall_s", "fresh_examples_to_target",
         "time_to_target_s", "upstream_examples_per_s", "downstream_examples_per_s", "measured_R")
-        if summary[k] is not None}, step=final["epochs"])
+        if summary[k] is not None}, step=final["steps"])
     return summary
 
 

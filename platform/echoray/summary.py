@@ -43,7 +43,8 @@ def build_summary(
         },
         "batch_augmentation": batch_augmentation_summary(cfg, trained, samples, final["steps"]),
         "workers": final["world_size"],
-        "epochs": final["epochs"],  # evaluation points: train.evals_per_epoch per epoch of fresh data
+        "epochs": final["epochs"],  # passes of fresh data (fresh_examples / training examples: echoray/epochs.py)
+        "evaluations": final["evaluations"],  # held-out scorings: train.evals_per_epoch per epoch, one at the end
         "evals_per_epoch": cfg.train.evals_per_epoch,
         "steps": final["steps"],
         "fresh_examples": fresh,

@@ -12,7 +12,8 @@ classes). An image model takes what a source reader yields, uint8 N x H x W x C 
 model's input side, and normalises inside (preprocess.mean/std, as training did); it
 returns N x num_classes logits. A language model takes int64 token ids N x T
 (T <= source.seq_len) and returns N x T x vocab logits; a BPE tokenizer.json is logged with
-it. The model's tag `echoray.epoch` is the run's last evaluation (summary.json's `epochs`).
+it. The model's tag `echoray.epoch` is the epoch the run ended at (summary.json's `epochs`:
+passes of fresh data, fractional).
 
 With tracking.register_model the model of a run that is not a search's trial is
 registered under that name; a search registers its best trial's (register_best_trial).
@@ -76,7 +77,7 @@ def input_example(cfg: PipelineConfig, idx: SourceIndex) -> np.ndarray:
 
 
 def log_trained_model(cfg: PipelineConfig, idx: SourceIndex, logger, run_dir: Path,
-                      trained: tuple[dict[str, Any], int] | None) -> str | None:
+                      trained: tuple[dict[str, Any], float] | None) -> str | None:
     """Log the run's model; its `models:/` URI, or None when there is none to log.
     `logger`: the run's tracking.RunLogger; `trained`: (the weights rank 0 ended with, their
     epoch), from the run's collector (runtime/collector.py take_model)."""

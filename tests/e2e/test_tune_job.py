@@ -31,6 +31,6 @@ def test_tune_job_succeeds_with_parent_and_child_runs_on_the_mlflow_server(ray_h
         run = kids[t["trial_key"]]
         assert run.info.status == "FINISHED" and run.info.run_id == t["mlflow_run_id"]
         assert run.data.params["optimizer.lr"] == str(t["params"]["optimizer.lr"])
-        assert [m.step for m in client.get_metric_history(run.info.run_id, "accuracy")] == \
-            list(range(1, t["epochs"] + 1))
+        steps = [m.step for m in client.get_metric_history(run.info.run_id, "accuracy")]  # optimizer steps
+        assert len(steps) == t["evaluations"] and steps == sorted(set(steps)) and steps[0] > 0
     assert {"summary.json", "trials.png"} <= {a.path for a in client.list_artifacts(parents[0].info.run_id)}

@@ -73,7 +73,7 @@ def test_grouped_mode_four_workers_two_groups(run_pipeline, sqlite_uri):
     assert summary["echo"]["measured_factor"] == 1.0
     assert summary["batch_augmentation"]["views_per_sample"] == 2.0
     assert summary["batch_augmentation"]["views_per_step"] == 4 * 16  # W/M groups x M members x B
-    assert summary["epochs"] == 2 and summary["steps"] == 2 * 64 // 16  # an epoch = a pass of the group's shard
+    assert summary["epochs"] == summary["evaluations"] == 2 and summary["steps"] == 2 * 64 // 16  # a pass of the shards
     assert summary["workers"] == 4
     assert_final_model(MlflowClient(sqlite_uri), summary["mlflow_run_id"], 2)  # rank 0's, out of DDP
 

@@ -35,8 +35,8 @@ def test_fashion_mnist_reads_every_training_id_once_per_epoch(run_pipeline, echo
     assert set(pairs.values()) == {factor}
     assert summary["fresh_examples"] == len(pairs) == 768
     assert summary["trained_examples"] == audit.num_rows == 768 * factor
-    # the pipeline evaluates twice per epoch of fresh data: 4 evaluation points
-    assert summary["steps"] == 768 * factor // 64 and summary["epochs"] == 4
+    # the pipeline evaluates twice per epoch of fresh data: 4 evaluations in 2 epochs
+    assert summary["steps"] == 768 * factor // 64 and summary["evaluations"] == 4 and summary["epochs"] == 2
     if factor == 1:  # evaluations at steps 3, 6, 9, 12 of 64 fresh examples each
         assert [h["fresh_examples"] for h in summary["history"]] == [192, 384, 576, 768]
     assert summary["echo"]["measured_factor"] == float(factor)

@@ -43,11 +43,12 @@ def test_digits_end_to_end_exact_counts_and_mlflow(run_pipeline, sqlite_uri, mon
     summary, audit = run_pipeline(None, *overrides)
     assert SUMMARY_KEYS <= set(summary)
     # 320 ids, batch 32: 10 steps per epoch, 3 epochs, everything consumed exactly once per epoch.
-    assert summary["steps"] == 30 and summary["epochs"] == 3
+    assert summary["steps"] == 30 and summary["epochs"] == 3 and summary["evaluations"] == 3
     assert summary["fresh_examples"] == summary["trained_examples"] == 960 == audit.num_rows
     echo = summary["echo"]
     assert (echo["stage"], echo["factor"], echo["measured_factor"], echo["final_factor"]) == ("none", 1.0, 1.0, 1.0)
-    assert echo["factor_history"] == [] and [h["epoch"] for h in summary["history"]] == [1, 2, 3]
+    assert echo["factor_history"] == [] and [h["evaluation"] for h in summary["history"]] == [1, 2, 3]
+    assert [(h["epoch"], h["step"]) for h in summary["history"]] == [(1, 10), (2, 20), (3, 30)]
     assert summary["target_reached"] is False and summary["fresh_examples_to_target"] is None
     idx = index_source(load_config(None, overrides).source)
     assert_each_epoch_reads_every_train_id_once(audit, idx.train_ids, 3)
@@ -65,18 +66,21 @@ def test_digits_end_to_end_exact_counts_and_mlflow(run_pipeline, sqlite_uri, mon
     cfg = load_config(None, [f"tracking.uri={sqlite_uri}", *overrides])
     assert run.data.params == flatten(cfg)
     history = client.get_metric_history(run.info.run_id, "accuracy")
-    assert [m.step for m in history] == [1, 2, 3]
+    assert [m.step for m in history] == [10, 20, 30]  # MLflow's step: optimizer steps (docs/concepts.md)
     fresh = client.get_metric_history(run.info.run_id, "fresh_examples")
-    assert [m.value for m in fresh if m.step <= 3][:3] == [320, 640, 960]
+    assert [m.value for m in fresh][:3] == [320, 640, 960]
+    assert [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "epoch")] == [
+        (10, 1.0), (20, 2.0), (30, 3.0)]
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"summary.json", "config.yaml", "audit.parquet"} <= artifacts
     assert_run_page(client, run, idx, summary)
 
 
-def assert_final_model(client, run_id: str, epochs: int):
-    """The run logged one model, of its last epoch (tracking_model.py: rank 0's final weights)."""
+def assert_final_model(client, run_id: str, epochs: float):
+    """The run logged one model, tagged with the epoch it ended at (passes of fresh data,
+    summary.json's `epochs`; tracking_model.py: rank 0's final weights)."""
     (logged,) = client.get_run(run_id).outputs.model_outputs
-    assert client.get_logged_model(logged.model_id).tags["echoray.epoch"] == str(epochs)
+    assert float(client.get_logged_model(logged.model_id).tags["echoray.epoch"]) == epochs
 
 
 def assert_run_page(client, run, idx, summary):
@@ -109,8 +113,8 @@ def test_digits_reaches_a_modest_target_and_stops(run_pipeline, sqlite_uri):
                               "train.checkpoint_every=0")
     assert summary["target_reached"] is True and summary["stop_reason"] == "target reached"
     assert summary["metric"]["value"] >= 0.5
-    assert summary["epochs"] < 10
-    assert summary["fresh_examples_to_target"] == summary["fresh_examples"] == 640 * summary["epochs"]
+    assert summary["evaluations"] < 10 and summary["epochs"] == summary["evaluations"]  # 640 ids, batch 64
+    assert summary["fresh_examples_to_target"] == summary["fresh_examples"] == 640 * summary["evaluations"]
     assert summary["steps_to_target"] == summary["steps"] and summary["time_to_target_s"] > 0
     # no checkpoint kept (train.checkpoint_every: 0), stopped at the target: the model logged
     # is the weights of the epoch that reached it

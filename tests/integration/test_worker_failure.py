@@ -24,7 +24,6 @@ from echoray.config_load import load_config
 from echoray.train.checkpoint import read_meta
 
 N_TRAIN, BATCH = 1438, 64  # digits
-STEPS_PER_EPOCH = N_TRAIN * 3 // 2 // BATCH  # e = 1.5: 33 full batches of 64 per epoch
 
 
 def train_in_background(cfg, out):
@@ -108,16 +107,17 @@ def test_killed_worker_is_replaced_and_counts_stay_exact(local_ray, s3, tmp_path
 
     # The target is reached with the steps and examples of an unfailed run.
     assert s["target_reached"] is True and s["metric"]["value"] >= 0.95
-    epochs = s["epochs"]
-    assert epochs > restarts[0]["from_epoch"]
-    per_epoch = STEPS_PER_EPOCH * BATCH
-    assert s["trained_examples"] == per_epoch * epochs
-    assert s["steps"] == STEPS_PER_EPOCH * epochs
+    evaluations = s["evaluations"]
+    assert evaluations > restarts[0]["from_epoch"] and s["steps"] == s["history"][-1]["step"]
+    # evaluation i at i epochs of fresh examples: the first step past i x N_TRAIN fresh
+    assert all(h["fresh_examples"] - BATCH < i * N_TRAIN <= h["fresh_examples"]
+               for i, h in enumerate(s["history"], start=1))
+    assert s["trained_examples"] == s["steps"] * BATCH
 
-    # The audit: every step of every epoch once, full batches, no copy of an example trained twice.
+    # The audit: every step once, full batches, no copy of an example trained twice.
     audit = pq.read_table(out / "audit.parquet").to_pydict()
-    assert len(audit["sample_id"]) == per_epoch * epochs
-    assert Counter(audit["step"]) == {step: BATCH for step in range(STEPS_PER_EPOCH * epochs)}
+    assert len(audit["sample_id"]) == s["trained_examples"]
+    assert Counter(audit["step"]) == {step: BATCH for step in range(s["steps"])}
     copies = Counter(zip(audit["epoch"], audit["sample_id"], audit["view"], strict=True))
     assert max(copies.values()) == 1
     # Fresh examples: the distinct (epoch, sample) trained, at every epoch and at the end.
@@ -126,8 +126,8 @@ def test_killed_worker_is_replaced_and_counts_stay_exact(local_ray, s3, tmp_path
     assert [h["fresh_examples"] for h in s["history"]] == [
         len({p for p, step in zip(pairs, audit["step"], strict=True) if step < h["step"]}) for h in s["history"]]
 
-    # MLflow: one value per epoch (none replayed twice), the run FINISHED.
-    assert logged_epochs(client, run_id) == list(range(1, epochs + 1))
+    # MLflow: one value per evaluation, at its step (none replayed twice), the run FINISHED.
+    assert logged_epochs(client, run_id) == [h["step"] for h in s["history"]]
     assert client.get_run(run_id).info.status == "FINISHED"
 
     # The checkpoints are objects in the bucket under a folder named after the run, nothing
@@ -140,7 +140,7 @@ def test_killed_worker_is_replaced_and_counts_stay_exact(local_ray, s3, tmp_path
     keys = s3.keys(f"{storage}/train")
     assert "checkpoint_manager_snapshot.json" in keys and not (out / "ray").exists()
     registered = [c for c, _ in Result.from_path(f"{storage}/train").best_checkpoints]
-    assert [read_meta(c).evals for c in registered] == list(range(1, epochs))
+    assert [read_meta(c).evals for c in registered] == list(range(1, evaluations))
     for c in registered:
         name = c.path.rsplit("/", 1)[1]
         assert {"meta.json", "model.pt", "rank_0.json", "rank_0.pt", "consumed_0.npz", "audit_0.npz"} <= {

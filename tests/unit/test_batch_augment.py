@@ -173,7 +173,7 @@ def _summary(mode: str, world: int, copies: int, steps: int, batch_size: int) ->
             fresh, trained, samples = fresh + (batch_size if reads else 0), trained + t, samples + s
     assert fresh == steps * readers * batch_size
     final = {"fresh_examples": fresh, "trained_examples": trained, "trained_samples": samples,
-             "world_size": world, "epochs": 1, "steps": steps, "last_accuracy": 0.5, "best_accuracy": 0.5,
+             "world_size": world, "epochs": 1.0, "evaluations": 1, "steps": steps, "last_accuracy": 0.5, "best_accuracy": 0.5,
              "stop_reason": "x"}
     return build_summary(cfg, pipeline="p", run_dir=Path("."), mlflow_run_id="r", mlflow_uri="u", final=final,
                          collected={"source_reads": fresh}, t0=0.0, t_end=1.0)

@@ -21,57 +21,57 @@ from echoray.echo_plan import (
 # site: who echoes. actor_before / actor_after: the preprocessing actor, before / after
 # augmenting; consumption: the reading worker as it takes rows (auto); batches: the worker
 # repeats batches; none. actor_factor: the factor the actor is given. per_copy: each copy
-# its own augmentation key. by_fresh: epochs end by the fresh-example count.
-# (stage, factor, augment.on, ops, site, actor_factor, per_copy, by_fresh)
+# its own augmentation key.
+# (stage, factor, augment.on, ops, site, actor_factor, per_copy)
 TABLE = [
-    ("none", 2.0, "cpu", "ops", "none", 1.0, False, False),
-    ("none", 2.0, "cpu", "no ops", "none", 1.0, False, False),
-    ("none", 2.0, "worker", "ops", "none", 1.0, False, False),
-    ("none", 2.0, "worker", "no ops", "none", 1.0, False, False),
-    ("none", 1.5, "cpu", "ops", "none", 1.0, False, False),
-    ("none", 1.5, "cpu", "no ops", "none", 1.0, False, False),
-    ("none", 1.5, "worker", "ops", "none", 1.0, False, False),
-    ("none", 1.5, "worker", "no ops", "none", 1.0, False, False),
-    ("none", "auto", "cpu", "ops", "none", 1.0, False, True),
-    ("none", "auto", "cpu", "no ops", "none", 1.0, False, True),
-    ("none", "auto", "worker", "ops", "none", 1.0, False, True),
-    ("none", "auto", "worker", "no ops", "none", 1.0, False, True),
-    ("before_augment", 2.0, "cpu", "ops", "actor_before", 2.0, True, False),
-    ("before_augment", 2.0, "cpu", "no ops", "actor_before", 2.0, True, False),
-    ("before_augment", 2.0, "worker", "ops", "actor_before", 2.0, True, False),
-    ("before_augment", 2.0, "worker", "no ops", "actor_before", 2.0, True, False),
-    ("before_augment", 1.5, "cpu", "ops", "actor_before", 1.5, True, False),
-    ("before_augment", 1.5, "cpu", "no ops", "actor_before", 1.5, True, False),
-    ("before_augment", 1.5, "worker", "ops", "actor_before", 1.5, True, False),
-    ("before_augment", 1.5, "worker", "no ops", "actor_before", 1.5, True, False),
-    ("before_augment", "auto", "cpu", "ops", "actor_before", "auto", True, True),
-    ("before_augment", "auto", "cpu", "no ops", "consumption", 1.0, True, True),
-    ("before_augment", "auto", "worker", "ops", "consumption", 1.0, True, True),
-    ("before_augment", "auto", "worker", "no ops", "consumption", 1.0, True, True),
-    ("after_augment", 2.0, "cpu", "ops", "actor_after", 2.0, False, False),
-    ("after_augment", 2.0, "cpu", "no ops", "actor_after", 2.0, False, False),
-    ("after_augment", 2.0, "worker", "ops", "actor_after", 2.0, False, False),
-    ("after_augment", 2.0, "worker", "no ops", "actor_after", 2.0, False, False),
-    ("after_augment", 1.5, "cpu", "ops", "actor_after", 1.5, False, False),
-    ("after_augment", 1.5, "cpu", "no ops", "actor_after", 1.5, False, False),
-    ("after_augment", 1.5, "worker", "ops", "actor_after", 1.5, False, False),
-    ("after_augment", 1.5, "worker", "no ops", "actor_after", 1.5, False, False),
-    ("after_augment", "auto", "cpu", "ops", "consumption", 1.0, False, True),
-    ("after_augment", "auto", "cpu", "no ops", "consumption", 1.0, False, True),
-    ("after_augment", "auto", "worker", "ops", "consumption", 1.0, False, True),
-    ("after_augment", "auto", "worker", "no ops", "consumption", 1.0, False, True),
-    ("batch", 2.0, "cpu", "ops", "batches", 1.0, False, False),
-    ("batch", 2.0, "cpu", "no ops", "batches", 1.0, False, False),
-    ("batch", 2.0, "worker", "ops", "batches", 1.0, False, False),
-    ("batch", 2.0, "worker", "no ops", "batches", 1.0, False, False),
-    ("batch", 1.5, "cpu", "ops", "batches", 1.0, False, False),
-    ("batch", 1.5, "cpu", "no ops", "batches", 1.0, False, False),
-    ("batch", 1.5, "worker", "ops", "batches", 1.0, False, False),
-    ("batch", 1.5, "worker", "no ops", "batches", 1.0, False, False),
-    ("batch", "auto", "cpu", "ops", "batches", 1.0, False, False),
-    ("batch", "auto", "cpu", "no ops", "batches", 1.0, False, False),
-    ("batch", "auto", "worker", "ops", "batches", 1.0, False, False),
-    ("batch", "auto", "worker", "no ops", "batches", 1.0, False, False),
+    ("none", 2.0, "cpu", "ops", "none", 1.0, False),
+    ("none", 2.0, "cpu", "no ops", "none", 1.0, False),
+    ("none", 2.0, "worker", "ops", "none", 1.0, False),
+    ("none", 2.0, "worker", "no ops", "none", 1.0, False),
+    ("none", 1.5, "cpu", "ops", "none", 1.0, False),
+    ("none", 1.5, "cpu", "no ops", "none", 1.0, False),
+    ("none", 1.5, "worker", "ops", "none", 1.0, False),
+    ("none", 1.5, "worker", "no ops", "none", 1.0, False),
+    ("none", "auto", "cpu", "ops", "none", 1.0, False),
+    ("none", "auto", "cpu", "no ops", "none", 1.0, False),
+    ("none", "auto", "worker", "ops", "none", 1.0, False),
+    ("none", "auto", "worker", "no ops", "none", 1.0, False),
+    ("before_augment", 2.0, "cpu", "ops", "actor_before", 2.0, True),
+    ("before_augment", 2.0, "cpu", "no ops", "actor_before", 2.0, True),
+    ("before_augment", 2.0, "worker", "ops", "actor_before", 2.0, True),
+    ("before_augment", 2.0, "worker", "no ops", "actor_before", 2.0, True),
+    ("before_augment", 1.5, "cpu", "ops", "actor_before", 1.5, True),
+    ("before_augment", 1.5, "cpu", "no ops", "actor_before", 1.5, True),
+    ("before_augment", 1.5, "worker", "ops", "actor_before", 1.5, True),
+    ("before_augment", 1.5, "worker", "no ops", "actor_before", 1.5, True),
+    ("before_augment", "auto", "cpu", "ops", "actor_before", "auto", True),
+    ("before_augment", "auto", "cpu", "no ops", "consumption", 1.0, True),
+    ("before_augment", "auto", "worker", "ops", "consumption", 1.0, True),
+    ("before_augment", "auto", "worker", "no ops", "consumption", 1.0, True),
+    ("after_augment", 2.0, "cpu", "ops", "actor_after", 2.0, False),
+    ("after_augment", 2.0, "cpu", "no ops", "actor_after", 2.0, False),
+    ("after_augment", 2.0, "worker", "ops", "actor_after", 2.0, False),
+    ("after_augment", 2.0, "worker", "no ops", "actor_after", 2.0, False),
+    ("after_augment", 1.5, "cpu", "ops", "actor_after", 1.5, False),
+    ("after_augment", 1.5, "cpu", "no ops", "actor_after", 1.5, False),
+    ("after_augment", 1.5, "worker", "ops", "actor_after", 1.5, False),
+    ("after_augment", 1.5, "worker", "no ops", "actor_after", 1.5, False),
+    ("after_augment", "auto", "cpu", "ops", "consumption", 1.0, False),
+    ("after_augment", "auto", "cpu", "no ops", "consumption", 1.0, False),
+    ("after_augment", "auto", "worker", "ops", "consumption", 1.0, False),
+    ("after_augment", "auto", "worker", "no ops", "consumption", 1.0, False),
+    ("batch", 2.0, "cpu", "ops", "batches", 1.0, False),
+    ("batch", 2.0, "cpu", "no ops", "batches", 1.0, False),
+    ("batch", 2.0, "worker", "ops", "batches", 1.0, False),
+    ("batch", 2.0, "worker", "no ops", "batches", 1.0, False),
+    ("batch", 1.5, "cpu", "ops", "batches", 1.0, False),
+    ("batch", 1.5, "cpu", "no ops", "batches", 1.0, False),
+    ("batch", 1.5, "worker", "ops", "batches", 1.0, False),
+    ("batch", 1.5, "worker", "no ops", "batches", 1.0, False),
+    ("batch", "auto", "cpu", "ops", "batches", 1.0, False),
+    ("batch", "auto", "cpu", "no ops", "batches", 1.0, False),
+    ("batch", "auto", "worker", "ops", "batches", 1.0, False),
+    ("batch", "auto", "worker", "no ops", "batches", 1.0, False),
 ]
 OPS = [{"op": "random_crop", "padding": 2}]
 
@@ -88,8 +88,8 @@ def test_the_table_covers_every_combination():
     assert len(combos) == len(TABLE) == 4 * 3 * 2 * 2
 
 
-@pytest.mark.parametrize("stage, factor, on, ops, site, actor_factor, per_copy, by_fresh", TABLE)
-def test_plan_attributes(stage, factor, on, ops, site, actor_factor, per_copy, by_fresh):
+@pytest.mark.parametrize("stage, factor, on, ops, site, actor_factor, per_copy", TABLE)
+def test_plan_attributes(stage, factor, on, ops, site, actor_factor, per_copy):
     plan = EchoPlan.from_config(config(stage, factor, on, ops))
     examples = stage in ("before_augment", "after_augment")
     assert (plan.stage, plan.factor) == (stage, factor)
@@ -102,12 +102,11 @@ def test_plan_attributes(stage, factor, on, ops, site, actor_factor, per_copy, b
     assert plan.actor_factor == actor_factor and type(plan.actor_factor) is type(actor_factor)
     assert plan.per_copy_augment is per_copy
     assert plan.separate_copies is examples  # every example echo repacks its batches
-    assert plan.epochs_by_fresh is by_fresh
     assert plan.fills_waits is (site == "consumption")  # auto at consumption only
 
 
-@pytest.mark.parametrize("stage, factor, on, ops, site, actor_factor, per_copy, by_fresh", TABLE)
-def test_actor_record_follows_the_plan(stage, factor, on, ops, site, actor_factor, per_copy, by_fresh):
+@pytest.mark.parametrize("stage, factor, on, ops, site, actor_factor, per_copy", TABLE)
+def test_actor_record_follows_the_plan(stage, factor, on, ops, site, actor_factor, per_copy):
     cfg = config(stage, factor, on, ops)
     args = preprocess_args(cfg, idx=None, collector="c", consumed={})
     assert (args.echo_before_augment, args.echo_after_augment) == (site == "actor_before", site == "actor_after")

@@ -120,8 +120,9 @@ def test_text_run_counts_sequences_and_fresh_examples_exactly(repo, tmp_path):
     cfg, idx, col, final = run_text(repo, tmp_path, [])
     n = len(idx.train_ids)
     audit = col.audit_columns()
-    spe = n // 8  # the two epochs are one stream of 2n rows: its last batch may hold both epochs' rows
-    assert final["steps"] == 2 * n // 8 and [ev["step"] for ev in col.events][:2] == [spe, 2 * spe]
+    # one stream of 2n rows (its last batch may hold both epochs' rows); evaluation 1 at the
+    # first step past n fresh sequences, the last at the stream's end
+    assert final["steps"] == 2 * n // 8 and [ev["step"] for ev in col.events] == [math.ceil(n / 8), final["steps"]]
     assert final["fresh_examples"] == len(pairs(audit)) == 8 * final["steps"]  # every trained row is fresh
     assert set(audit["sample_id"].tolist()) <= set(range(n)) and n - 8 < len(pairs(audit)) // 2 <= n
     for ev in col.events:
@@ -152,7 +153,7 @@ def test_dropout_batch_augmentation_trains_m_copies_of_each_sequence(repo, tmp_p
 
 def test_a_target_below_is_reached_from_above(repo, tmp_path):
     _, _, col, final = run_text(repo, tmp_path, ["train.target=50.0"])
-    assert final["stop_reason"] == "target reached" and final["epochs"] == 1
+    assert final["stop_reason"] == "target reached" and final["evaluations"] == 1
     assert final["to_target"]["bits_per_byte"] <= 50.0
 
 

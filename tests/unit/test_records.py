@@ -63,14 +63,14 @@ def test_an_epoch_record_without_a_later_key_keeps_it_absent_and_one_without_its
 
 def test_a_final_record_round_trips_with_its_target_record():
     final = FinalRecord(
-        evals=2, data_epochs=1.0, steps=12, fresh_examples=384, trained_examples=768, trained_samples=384,
+        evals=2, epochs=1.0, steps=12, fresh_examples=384, trained_examples=768, trained_samples=384,
         best_accuracy=0.75, last_accuracy=0.75, best_metric=0.75, last_metric=0.75,
         to_target=EpochRecord.from_dict(IMAGE_EVENT), stop_reason="target reached", world_size=1,
         wait_s=0.25, step_s=2.0, device="cpu", duplicate_batch_fraction=0.0, loop_s=2.5, eval_s=0.5,
         precision="fp32", peak_device_bytes=None)
     d = final.to_dict()
     assert d["to_target"] == IMAGE_EVENT and d["steps"] == 12 and d["stop_reason"] == "target reached"
-    assert d["epochs"] == 2 and "evals" not in d  # the key the summary and MLflow read
+    assert (d["evaluations"], d["epochs"]) == (2, 1.0) and "evals" not in d  # the keys the summary reads
     assert FinalRecord.from_dict(json.loads(json.dumps(d))) == final
     assert FinalRecord.from_dict({**d, "to_target": None}).to_target is None
 

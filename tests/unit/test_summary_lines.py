@@ -11,7 +11,8 @@ def summary(R: float, factor="1.0", reached=True) -> dict:
     return {
         "target_reached": reached, "stop_reason": "target reached" if reached else "max_epochs of data consumed",
         "metric": {"name": "accuracy", "target": 0.97, "value": 0.9712, "direction": "higher is better"},
-        "best_metric": 0.9712, "fresh_examples": 2560, "trained_examples": 2560, "steps": 40, "epochs": 2,
+        "best_metric": 0.9712, "fresh_examples": 2560, "trained_examples": 2560, "steps": 40, "epochs": 1.7778,
+        "evaluations": 2,
         "echo": {"measured_factor": 1.0, "factor": factor, "final_factor": 2.5},
         "fresh_examples_to_target": 2560, "steps_to_target": 40, "time_to_target_s": 3.2,
         "time_to_first_step_s": 9.5, "wall_s": 14.0, "measured_R": R,
@@ -50,7 +51,13 @@ def test_throughput_and_r_only_where_they_mean_something(capsys, R, factor, verb
 
 
 def test_every_column_of_the_epoch_line_is_named():
-    line = epoch_line({"epoch": 2, "step": 40, "loss": 0.1234, "accuracy": 0.9712, "fresh_examples": 2560,
-                       "trained_examples": 2560, "lr": 0.05, "elapsed_s": 5.678})
-    assert line == ("epoch   2  step     40  loss 0.1234  acc 0.9712  fresh     2560  trained     2560  "
+    line = epoch_line({"epoch": 2, "data_epochs": 1.7778, "step": 40, "loss": 0.1234, "accuracy": 0.9712,
+                       "fresh_examples": 2560, "trained_examples": 2560, "lr": 0.05, "elapsed_s": 5.678})
+    assert line == ("eval   2  epoch  1.78  step     40  loss 0.1234  acc 0.9712  fresh     2560  trained     2560  "
                     "lr 0.0500  training 5.7s")
+
+
+def test_the_summary_line_says_epochs_in_passes_and_evaluations_apart(capsys):
+    assert printed(capsys, summary(0.02))[1] == (
+        "[echoray] fresh examples 2560, trained 2560 (measured echo factor 1.000), steps 40, epochs 1.78, "
+        "evaluations 2")

@@ -21,7 +21,7 @@ from echoray.train.local_run import (
     local_loop,
     preprocessed_blocks,
 )
-from echoray.train.loop import check_evals_per_epoch, eval_due_at_step, steps_per_data_epoch
+from echoray.train.loop import check_evals_per_epoch, steps_per_data_epoch
 from echoray.train.loop_state import LoopState
 from echoray.train.worker_link import Collectives, FreshClock
 
@@ -102,10 +102,7 @@ def test_fresh_clock_ends_epochs_where_a_sum_every_step_would_with_few_sums(per_
     assert clock.checks < 400 / 4 * per_epoch
 
 
-def test_eval_points_are_evenly_spaced_inside_each_epoch():
-    assert [s for s in range(1, 61) if eval_due_at_step(s, 20, 1)] == [20, 40, 60]  # k = 1: steps % spe == 0
-    assert [s for s in range(1, 41) if eval_due_at_step(s, 20, 3)] == [7, 14, 20, 27, 34, 40]
-    assert all(eval_due_at_step(s, 6, 6) for s in range(1, 13))  # k = spe: every step
+def test_evals_per_epoch_is_at_most_the_steps_of_an_epoch_at_e_1():
     cfg = load_config(None, [*BASE, "train.evals_per_epoch=7", "echo.stage=before_augment", "echo.factor=3"])
     with pytest.raises(ValueError, match=r"train.evals_per_epoch=7 is more than the 6 optimizer step\(s\)"):
         check_evals_per_epoch(cfg, 192, 1)  # 6 steps at e = 1, whatever the factor
@@ -115,15 +112,29 @@ def test_evals_per_epoch_scores_at_fractions_of_an_epoch_with_exact_fresh_counts
     _, col, final = run_single(["train.evals_per_epoch=3"])  # 6 steps an epoch, 2 epochs
     audit = col.audit_columns()
     assert [ev["step"] for ev in col.events] == [2, 4, 6, 8, 10, 12]
-    assert [ev["data_epochs"] for ev in col.events] == pytest.approx([1 / 3, 2 / 3, 1, 4 / 3, 5 / 3, 2])
+    assert [ev["data_epochs"] for ev in col.events] == [0.3333, 0.6667, 1.0, 1.3333, 1.6667, 2.0]
     assert [ev["fresh_examples"] for ev in col.events] == [distinct(audit, s) for s in (2, 4, 6, 8, 10, 12)]
-    assert final["epochs"] == 6 and final["data_epochs"] == 2
-    _, col, _ = run_single(["train.evals_per_epoch=2", "echo.stage=after_augment", "echo.factor=auto",
-                            "train.max_epochs=1"])  # auto: every n_train / 2 fresh examples
+    assert final["evaluations"] == 6 and final["epochs"] == 2.0
+
+
+@pytest.mark.parametrize(("stage", "factor", "per_epoch"), [
+    ("after_augment", "2", 1), ("before_augment", "2.5", 2), ("batch", "2", 2), ("after_augment", "auto", 2)])
+def test_echo_copies_do_not_make_an_epoch_longer(stage, factor, per_epoch):
+    """An epoch is 192 fresh examples at any factor: evaluation i falls on the first step
+    whose fresh count reaches i x 192 / per_epoch (batch echo: that batch's last repeat;
+    the last evaluation: the stream's end), and says the epoch it fell at as fresh / 192."""
+    _, col, final = run_single([f"train.evals_per_epoch={per_epoch}", f"echo.stage={stage}",
+                                f"echo.factor={factor}"])
     audit = col.audit_columns()
-    assert len(col.events) == 2
-    for i, ev in enumerate(col.events[:-1], start=1):  # the last: the stream's end
-        assert distinct(audit, ev["step"] - 1) < i * 96 <= distinct(audit, ev["step"]) == ev["fresh_examples"]
+    assert len(col.events) == final["evaluations"] == 2 * per_epoch
+    assert col.events[-1]["step"] == final["steps"]
+    reps = 2 if stage == "batch" else 1  # batch echo at e = 2 repeats every batch twice
+    for i, ev in enumerate(col.events[:-1], start=1):
+        assert distinct(audit, ev["step"] - reps) < math.ceil(i * 192 / per_epoch) <= distinct(audit, ev["step"])
+    for ev in col.events:
+        assert ev["fresh_examples"] == distinct(audit, ev["step"])
+        assert ev["data_epochs"] == round(ev["fresh_examples"] / 192, 4)
+    assert final["epochs"] == round(final["fresh_examples"] / 192, 4) > 2 - 32 / 192  # < 1 batch untrained
 
 
 def test_checkpoint_state_round_trip_and_missing_fields():
@@ -185,8 +196,8 @@ def test_restore_from_a_checkpoint_continues_with_exact_counts(stage, factor):
     rows = list(zip(audit["epoch"].tolist(), audit["sample_id"].tolist(), audit["view"].tolist(), strict=True))
     assert len(rows) == len(set(rows)) == final["trained_examples"]  # no row trained twice or lost
     assert final["fresh_examples"] == distinct(audit) > 2 * 192 - 32  # the stream's tail: < 1 batch untrained
-    # auto: epoch 2 ends at 2 x 192 fresh, its last copies after it are scored at the stream's end
-    assert [ev["epoch"] for ev in col.events] == ([1, 2] if factor != "auto" else [1, 2, 3])
+    # any factor: the second (last) evaluation is the stream's end, after epoch 2's last copies
+    assert [ev["epoch"] for ev in col.events] == [1, 2] and col.events[-1]["step"] == final["steps"]
 
 
 class ThreadComm:

@@ -1,5 +1,7 @@
-"""Which epoch records are final: the driver logs an epoch once, and only an epoch no
-worker group can replay any more.
+"""Which evaluation records are final: the driver logs an evaluation once, and only one no
+worker group can replay any more. ("epoch" here, as in the records' dict keys, is an
+evaluation's index: records.py; an epoch in the user's sense is a pass of fresh data,
+echoray/epochs.py.)
 
 An epoch is final once a checkpoint covers it (Ray Train's controller says so through
 `committed`), because a worker group that fails later restarts from that checkpoint and

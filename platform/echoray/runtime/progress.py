@@ -1,15 +1,19 @@
-"""Progress inside an epoch, from the workers' heartbeats (pure functions).
+"""Progress between evaluations, from the workers' heartbeats (pure functions).
 
-An ImageNet epoch takes many minutes; the epoch line alone leaves a user blind that
+An ImageNet epoch takes many minutes; the evaluation lines alone leave a user blind that
 long. Every `train.log_every_s` the driver turns two heartbeat snapshots into one
-line (step, examples/s, fresh and trained counts, echo factor, ETA of the epoch) and
-the same figures to MLflow. Workers already send cumulative counters twice a second
-(train/loop.py HEARTBEAT_S), so this costs the workers nothing.
+line (fractional epoch, step, examples/s, fresh and trained counts, echo factor, ETA of
+the epoch's end) and the same figures to MLflow. An epoch is a pass of fresh data
+(echoray/epochs.py), so the line's epoch is the heartbeats' fresh count over the
+training set, the figure the evaluation lines show. Workers already send cumulative
+counters twice a second (train/loop.py HEARTBEAT_S), so this costs the workers nothing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from echoray.epochs import epoch_end, epochs_of
 
 
 @dataclass(frozen=True)
@@ -24,59 +28,56 @@ class Tick:
 
 @dataclass(frozen=True)
 class EpochClock:
-    """Where an epoch ends: every `steps_per_epoch` steps, or (echo.factor auto with
-    example echoing) when the fresh examples pass another `n_train` (train/loop.py)."""
+    """Where a run is in epochs: passes over its `n_train` fresh examples (echoray/epochs.py),
+    whatever the echo factor. `max_epochs` (train.max_epochs; None: no end known) ends the
+    run, less the stream's last partial batch: fewer than `last_batch` fresh examples
+    (readers x train.batch_size) that no step trains."""
 
-    steps_per_epoch: int
     n_train: int
-    by_fresh: bool = False
-    max_epochs: int | None = None  # the run's last epoch (train.max_epochs); None: no end known
+    max_epochs: int | None = None
+    last_batch: int = 1
 
-    def epochs_done(self, tick: Tick) -> int:
-        return (tick.fresh or 0) // self.n_train if self.by_fresh else tick.steps // self.steps_per_epoch
-
-    def epoch_of(self, tick: Tick) -> int:
-        """The epoch `tick` is in: a step (or fresh count) at an epoch's end starts the
-        next, up to the run's last epoch, which the run's last step ends."""
-        nxt = self.epochs_done(tick) + 1
-        return nxt if self.max_epochs is None else min(nxt, self.max_epochs)
+    def epoch_of(self, tick: Tick) -> float | None:
+        """The fractional epoch of `tick`; None while no worker has reported fresh examples."""
+        return None if tick.fresh is None else epochs_of(tick.fresh, self.n_train)
 
     def finished(self, tick: Tick) -> bool:
-        """True once `tick` has passed the run's last epoch (then no epoch is left to time)."""
-        return self.max_epochs is not None and self.epochs_done(tick) >= self.max_epochs
+        """True once `tick` has trained what the run's last epoch can train (then no epoch
+        is left to time)."""
+        return (self.max_epochs is not None and tick.fresh is not None
+                and tick.fresh > self.max_epochs * self.n_train - self.last_batch)
 
 
 def progress_figures(prev: Tick, cur: Tick, clock: EpochClock, echo_factor: float) -> dict[str, float | int | None]:
-    """The figures of one progress line; rates over the interval prev -> cur."""
+    """The figures of one progress line; rates over the interval prev -> cur; the ETA is
+    that of the current epoch's end (in fresh examples, at the interval's fresh rate)."""
     dt = cur.t - prev.t
-    step_rate = (cur.steps - prev.steps) / dt if dt > 0 else 0.0
     examples_per_s = (cur.trained - prev.trained) / dt if dt > 0 else 0.0
-    epoch = clock.epoch_of(cur)
     if clock.finished(cur):  # after the last step: evaluation, checkpoint, shut-down
         eta = 0.0
-    elif clock.by_fresh:
-        fresh_rate = (cur.fresh - prev.fresh) / dt if cur.fresh is not None and prev.fresh is not None and dt > 0 \
-            else 0.0
-        left = epoch * clock.n_train - cur.fresh if cur.fresh is not None else None
-        eta = left / fresh_rate if left is not None and fresh_rate > 0 else None
+    elif cur.fresh is None or prev.fresh is None or dt <= 0 or cur.fresh <= prev.fresh:
+        eta = None
     else:
-        left_steps = clock.steps_per_epoch - cur.steps % clock.steps_per_epoch
-        eta = left_steps / step_rate if step_rate > 0 else None
-    return {"epoch": epoch, "step": cur.steps, "examples_per_s": examples_per_s, "fresh_examples": cur.fresh,
-            "trained_examples": cur.trained, "echo_factor": echo_factor, "epoch_eta_s": eta}
+        left = epoch_end(cur.fresh, clock.n_train, clock.max_epochs) - cur.fresh
+        eta = left / ((cur.fresh - prev.fresh) / dt)
+    return {"epoch": clock.epoch_of(cur), "step": cur.steps, "examples_per_s": examples_per_s,
+            "fresh_examples": cur.fresh, "trained_examples": cur.trained, "echo_factor": echo_factor,
+            "epoch_eta_s": eta}
 
 
 def progress_line(fig: dict[str, float | int | None]) -> str:
+    epoch = "   -" if fig["epoch"] is None else f"{fig['epoch']:.2f}"
     fresh = "-" if fig["fresh_examples"] is None else f"{fig['fresh_examples']:>8}"
     eta = "?" if fig["epoch_eta_s"] is None else f"{fig['epoch_eta_s']:.0f}s"
-    return (f"  epoch {fig['epoch']:>3}  step {fig['step']:>6}  {fig['examples_per_s']:8.1f} ex/s  "
+    return (f"  epoch {epoch:>6}  step {fig['step']:>6}  {fig['examples_per_s']:8.1f} ex/s  "
             f"fresh {fresh}  trained {fig['trained_examples']:>8}  echo {fig['echo_factor']:.2f}  "
             f"epoch ETA {eta}")
 
 
 def progress_metrics(fig: dict[str, float | int | None]) -> dict[str, float | None]:
-    """MLflow keys of their own (`live_*`, logged at the train step): the epoch metrics
-    of the same names are logged per epoch, and one key must keep one step axis."""
+    """MLflow keys of their own (`live_*`, logged at the optimizer step like every metric
+    of a run): heartbeat counts, not the exact ones an evaluation logs under the plain
+    names."""
     return {f"live_{k}": fig[k] for k in ("examples_per_s", "fresh_examples", "trained_examples",
                                           "echo_factor", "epoch_eta_s")}
 
@@ -85,7 +86,7 @@ class LiveProgress:
     """Fed every poll of the collector (runtime/monitor.py); emits figures once
     `every_s` have passed since the last line (0: never), and none after a line that
     showed the run's last epoch done: heartbeats go on while the run evaluates and
-    stops, and their lines read "epoch N+1 ... 0.0 ex/s" before the clock knew its end."""
+    stops, and their lines would read "... 0.0 ex/s ... epoch ETA ?"."""
 
     def __init__(self, clock: EpochClock, every_s: float, emit):
         self.clock, self.every_s, self.emit = clock, every_s, emit

@@ -5,16 +5,17 @@ that Ray Train runs (via train/entry.py); the loop itself takes its collector li
 collectives and input batches as arguments, so it also runs without Ray.
 
 One pass over the run's single multi-epoch stream (`train.max_epochs` epochs of
-reads; the run ends when it is consumed). An "epoch" on the worker is a
-fixed number of optimizer steps (the same on every worker, so DDP stays in
-lockstep), or, with `echo.factor: auto`, the point where the global count of
-fresh examples passes another training split; then all workers evaluate,
-all-reduce and decide together whether the target or the budget is reached.
-Under `echo.factor: auto` (example echo) the reading worker echoes the rows as it takes
-them from the stream (train/consumption_echo.py), so the live factor is the one trained.
-`train.evals_per_epoch: k` puts k such evaluations into every epoch, evenly spaced
-(every spe/k steps, or every n_train/k fresh examples); `epoch` in the records then
-numbers evaluation points and `data_epochs` (= epoch / k) says how many epochs they are.
+reads; the run ends when it is consumed). An epoch is a pass over the training set's
+fresh examples (echoray/epochs.py), whatever the echo factor, `auto` included:
+`train.evals_per_epoch: k` puts k evaluations into every epoch, at every n_train/k
+fresh examples counted over all workers (train/worker_link.py FreshClock), at the same
+step on every worker (DDP stays in lockstep); there all workers evaluate, all-reduce and
+decide together whether the target or the budget is reached. The last evaluation is the
+stream's end, after the echo copies and repeats that follow the last fresh example. A
+record's `epoch` key numbers the evaluation; its `data_epochs` are the epochs (fresh
+examples / n_train) it fell at. Under `echo.factor: auto` (example echo) the reading
+worker echoes the rows as it takes them from the stream (train/consumption_echo.py), so
+the live factor is the one trained.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from echoray.data.augment import output_size
 from echoray.data.batching import pack_unique, sample_keys
 from echoray.data.replay import ConsumedLog
 from echoray.echo_plan import EchoPlan, shuffle_buffer_rows
+from echoray.epochs import epochs_of
 from echoray.metrics import metric_named
 from echoray.records import EpochRecord, FinalRecord, Heartbeat, PendingBatch
 from echoray.seeds import STREAM_MODEL, STREAM_SAMPLER, derive_seed
@@ -63,24 +65,18 @@ HEARTBEAT_S = 0.5
 
 
 def steps_per_data_epoch(cfg: PipelineConfig, num_train: int, world: int) -> int:
-    """Optimizer steps per data epoch (an epoch of fresh data) of a run of `world` workers
-    (train/groups.py: a grouped run's W/M groups read disjoint shards; a group's members
-    step together)."""
+    """Optimizer steps per epoch (a pass of fresh data) at the echo plan's schedule factor,
+    of a run of `world` workers (train/groups.py: a grouped run's W/M groups read disjoint
+    shards; a group's members step together): the learning-rate schedule's unit."""
     ba = cfg.batch_augmentation
     readers = rank_layout(0, world, ba.copies, ba.mode).readers
     return EchoPlan.from_config(cfg).steps_per_shard_epoch(cfg.train.batch_size, num_train, readers)
 
 
-def eval_due_at_step(steps: int, spe: int, per_epoch: int) -> bool:
-    """Step-counted epochs: evaluation j of each epoch (j = 1..per_epoch) falls on the
-    first step at or past j/per_epoch of it, ceil(j * spe / per_epoch); the last one on
-    the epoch's end. At most one per step while per_epoch <= spe (check_evals_per_epoch)."""
-    return (steps * per_epoch) // spe > ((steps - 1) * per_epoch) // spe
-
-
 def check_evals_per_epoch(cfg: PipelineConfig, n_train: int, world: int) -> None:
     """train.evals_per_epoch can have at most one evaluation per optimizer step of an
-    epoch at e = 1 (the fewest steps a fresh epoch can take); ValueError naming the key."""
+    epoch at e = 1 (the fewest steps a fresh epoch can take: n_train/k fresh examples
+    between evaluations is then at least one step's); ValueError naming the key."""
     k = cfg.train.evals_per_epoch
     ba = cfg.batch_augmentation
     readers = rank_layout(0, world, ba.copies, ba.mode).readers
@@ -145,7 +141,6 @@ class WorkerLoop:
         self.views_on_worker = on_worker or self.copies > 1
         self.spe = steps_per_data_epoch(cfg, n_train, self.world)
         check_evals_per_epoch(cfg, n_train, self.world)
-        self.evals_per_epoch = cfg.train.evals_per_epoch
         self.state = LoopState()
         self.history: list[EpochRecord] = []  # rank 0's, kept in checkpoints for a resumed driver
         self.audit = AuditBuffer(cfg.audit.enabled)
@@ -187,9 +182,8 @@ class WorkerLoop:
         self.to_device = ToDevice(self.device)
         self.repeats = BatchEchoDraws(cfg.seed, cfg.echo.factor, self.rank, self.env.link,
                                       self.env.comm.broadcast_float) if self.plan.on_batches else None
-        n_readers = self.layout.readers
-        self.clock = FreshClock(self.n_train, n_readers * t.batch_size, self.env.comm.all_reduce_ints,
-                                per_epoch=t.evals_per_epoch) if self.plan.epochs_by_fresh else None
+        self.clock = FreshClock(self.n_train, self.layout.readers * t.batch_size, self.env.comm.all_reduce_ints,
+                                per_epoch=t.evals_per_epoch, last=t.max_epochs * t.evals_per_epoch)
 
     def restore(self, restored) -> None:
         """Continue from a checkpoint (train/checkpoint.py Restored; model and optimizer
@@ -304,7 +298,8 @@ class WorkerLoop:
                     s.counters.extra += int((batch["echo_copies"] == 0).sum())
                 self.record_audit(rows, aug_key, rep, reps)
                 self.heartbeat()
-                if self.epoch_due():
+                # batch echo: after the batch's last repeat (every rank draws the same repeats)
+                if rep == reps - 1 and self.clock.due(s.counters.steps, s.evals, s.counters.fresh):
                     if self.evaluate():
                         return True
                     if self.env.checkpointer is not None and self.env.checkpointer.due(s.evals):
@@ -376,12 +371,6 @@ class WorkerLoop:
                 raise RunAborted("the driver stopped this run")
             self._last_beat = now
 
-    def epoch_due(self) -> bool:
-        c = self.state.counters
-        if self.clock is None:
-            return eval_due_at_step(c.steps, self.spe, self.evals_per_epoch)
-        return self.clock.due(c.steps, self.state.evals, c.fresh)
-
     # --- evaluation, checkpoints, the end ---
     def global_counts(self) -> tuple[int, int, int, int, int, int]:
         """(fresh, trained, trained samples, duplicate batches, batches, extra copies) over all
@@ -393,7 +382,7 @@ class WorkerLoop:
             [s.counters.fresh, s.counters.trained, s.counters.samples, s.dup_batches, s.batches, s.counters.extra]))
 
     def evaluate(self) -> bool:
-        """Score the held-out split, record the epoch, decide together whether to stop."""
+        """Score the held-out split, record the evaluation, decide together whether to stop."""
         s, cfg = self.state, self.cfg
         s.evals += 1
         s.eval_step = s.counters.steps
@@ -407,14 +396,15 @@ class WorkerLoop:
         s.acc, s.best = value, self.metric.better(s.best if s.evals > 1 else self.metric.worst, value)
         c = s.counters
         record = EpochRecord(
-            eval_index=s.evals, data_epochs=s.evals / self.evals_per_epoch, step=c.steps, scores=scores,
+            eval_index=s.evals, data_epochs=epochs_of(fresh_all, self.n_train), step=c.steps, scores=scores,
             metric=value, loss=self.loss.take_mean(), lr=self.opt.param_groups[0]["lr"], accuracy_tta=tta,
             fresh_examples=fresh_all, trained_examples=trained_all, trained_samples=samples_all,
             duplicate_batch_fraction=dups / max(nb, 1), elapsed_s=time.time() - self.t_start, time=time.time(),
             train_s=self.train_s(), wait_fraction=c.wait_s / max(c.wait_s + c.step_s, 1e-9),
             fresh_tokens=fresh_all * cfg.source.seq_len if self.text else None)  # predicted tokens
-        if not math.isfinite(record.loss):  # NaN weights: every later epoch would be wasted
-            raise FloatingPointError(f"training diverged: mean loss {record.loss} in epoch {s.evals} "
+        if not math.isfinite(record.loss):  # NaN weights: every later evaluation would be wasted
+            raise FloatingPointError(f"training diverged: mean loss {record.loss} at evaluation {s.evals} "
+                                     f"(epoch {record.data_epochs:.2f}) "
                                      f"(optimizer.lr={cfg.optimizer.lr}); lower optimizer.lr")
         stop = True
         if self.metric.reached(value, cfg.train.target):
@@ -448,10 +438,11 @@ class WorkerLoop:
             self.env.link.send("add_audit", rows)
 
     def finish(self, stopped: bool) -> FinalRecord | None:
-        """Score a last partial epoch, send the final counts (rank 0: the run's record)."""
+        """Score what was trained since the last evaluation, send the final counts (rank 0:
+        the run's record)."""
         s = self.state
         if not stopped and s.counters.steps > s.eval_step:
-            self.evaluate()  # the stream ended inside an epoch: score what was trained
+            self.evaluate()  # the stream ended after the last evaluation point: score what was trained
         loop_s = self.train_s()
         fresh_all, trained_all, samples_all, dups, nb, extra_all = self.global_counts()
         c = s.counters
@@ -461,7 +452,7 @@ class WorkerLoop:
         if self.rank == 0:
             accuracy = self.metric.name == "accuracy"
             final = FinalRecord(
-                evals=s.evals, data_epochs=s.evals / self.evals_per_epoch, steps=c.steps,
+                evals=s.evals, epochs=epochs_of(fresh_all, self.n_train), steps=c.steps,
                 fresh_examples=fresh_all, trained_examples=trained_all, trained_samples=samples_all,
                 best_accuracy=s.best if accuracy else None, last_accuracy=s.acc if accuracy else None,
                 best_metric=s.best, last_metric=s.acc, to_target=s.to_target, stop_reason=s.reason,

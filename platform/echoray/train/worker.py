@@ -47,7 +47,7 @@ def run_worker(config: dict, started=None) -> None:
     try:
         final = loop.finish(loop.train(loop.input_batches(source)))
         if final is not None:  # rank 0: the weights it ended with, for the run's MLflow model
-            link.ask("keep_model", checkpoint.final_weights(loop.model), final.evals)
+            link.ask("keep_model", checkpoint.final_weights(loop.model), final.epochs)
     finally:
         if local and source is not None:  # the process goes on: its stream must not
             source.close()

@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from echoray.epochs import evaluation_point
 from echoray.records import Heartbeat
 
 
@@ -120,27 +121,33 @@ def _gather(obj: object) -> list:
 
 
 class FreshClock:
-    """When an `auto`-echo epoch ends: the first step at which the global fresh count
-    reaches another training split. Instead of an all-reduce every step, the count is
-    summed only at steps where it can have got there: one step adds at most
-    `max_fresh_per_step` (readers x batch) fresh examples, so after a sum of F short of
-    the target T no step before ceil((T - F) / max) more can reach it. The same epochs
-    end at the same steps as with a sum every step; the checks get denser near the end
-    (about log2 of the steps per epoch of them). `per_epoch` (train.evals_per_epoch):
-    evaluation i ends when the count reaches ceil(i * n_train / per_epoch) instead."""
+    """When an evaluation is due, in every run: the first step at which the global fresh
+    count reaches the next evaluation point (echoray/epochs.py: evaluation i at
+    ceil(i * n_train / per_epoch) fresh examples, per_epoch = train.evals_per_epoch), so
+    an epoch is a pass of fresh data whatever the echo factor. Instead of an all-reduce
+    every step, the count is summed only at steps where it can have got there: one step
+    adds at most `max_fresh_per_step` (readers x batch) fresh examples, so after a sum of
+    F short of the target T no step before ceil((T - F) / max) more can reach it. The
+    same evaluations fall at the same steps as with a sum every step; the checks get
+    denser near the point (about log2 of the steps between evaluations of them).
+    `last` (train.max_epochs x per_epoch): the run's last evaluation is never due here:
+    the stream's end scores it (train/loop.py finish), after the echo copies that follow
+    the last fresh example, so a run makes max_epochs x per_epoch evaluations at any
+    factor."""
 
-    def __init__(self, n_train: int, max_fresh_per_step: int, all_reduce_ints, per_epoch: int = 1):
+    def __init__(self, n_train: int, max_fresh_per_step: int, all_reduce_ints, per_epoch: int = 1,
+                 last: int | None = None):
         self.n_train, self.max_per_step, self.all_reduce = n_train, max_fresh_per_step, all_reduce_ints
-        self.per_epoch = per_epoch
+        self.per_epoch, self.last = per_epoch, last
         self.next_check = 0
         self.checks = 0
 
     def due(self, steps: int, evals: int, local_fresh: int) -> bool:
-        if steps < self.next_check:
+        if steps < self.next_check or (self.last is not None and evals + 1 >= self.last):
             return False
         self.checks += 1
         (total,) = self.all_reduce([local_fresh])
-        target = -(-(evals + 1) * self.n_train // self.per_epoch)
+        target = evaluation_point(evals + 1, self.n_train, self.per_epoch)
         if total >= target:
             self.next_check = steps + 1
             return True

@@ -306,6 +306,7 @@ def _records(grid, base: dict, points: SearchPoints) -> tuple[list[dict[str, Any
                "steps_to_target": m.get("steps_to_target"), "best_accuracy": m.get("best_accuracy"),
                "best_metric": m.get("best_metric", m.get("best_accuracy")),
                "fresh_examples": m.get("fresh_examples"), "epochs": m.get("epoch"),
+               "evaluations": m.get("evaluations"),
                "mlflow_run_id": m.get("mlflow_run_id"), "error": None}
         if result.error is not None:
             rec["status"], rec["error"] = ERROR, describe_failure(result.error)[:500]

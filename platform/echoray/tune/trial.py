@@ -2,7 +2,7 @@
 
 Runs inside a Tune trial actor: it fits the run's Ray Train V2 trainer (through run.train),
 in local mode in the actor itself for a warm trial (train/local_mode.py), and reports every
-epoch to Tune. The MLflow run is a child of the search's parent run, tagged with the
+evaluation to Tune (`epoch`: the passes of fresh data it fell at, `evaluation`: its index). The MLflow run is a child of the search's parent run, tagged with the
 trial's (repeat, index) so a resumed search can find and discard a partial attempt.
 """
 
@@ -67,7 +67,7 @@ def run_trial(point: dict[str, Any], *, base: dict[str, Any], pipeline: str, par
 
     def report_epoch(ev: dict) -> None:
         scored = {k: ev[k] for k in ("accuracy", "bits_per_byte", "perplexity", "metric") if ev.get(k) is not None}
-        tune.report({"epoch": ev["epoch"], **scored, "loss": ev["loss"],
+        tune.report({"epoch": ev["data_epochs"], "evaluation": ev["epoch"], **scored, "loss": ev["loss"],
                      "fresh_examples": ev["fresh_examples"], "trained_examples": ev["trained_examples"],
                      "final": False})
 
@@ -90,7 +90,8 @@ def run_trial(point: dict[str, Any], *, base: dict[str, Any], pipeline: str, par
 def final_report(s: dict[str, Any]) -> dict[str, Any]:
     """A trial's last Tune result, from its run's summary.json."""
     return {
-        "epoch": s["epochs"], "metric_name": s["metric"]["name"], "metric": s["metric"]["value"],
+        "epoch": s["epochs"], "evaluations": s.get("evaluations"),  # absent from summaries before it existed
+        "metric_name": s["metric"]["name"], "metric": s["metric"]["value"],
         "best_metric": s["best_metric"],  # of train.metric, in its direction (echoray/metrics.py)
         **({"accuracy": s["metric"]["value"], "best_accuracy": s["best_metric"]}
            if s["metric"]["name"] == "accuracy" else {}),
