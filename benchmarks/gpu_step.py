@@ -101,6 +101,7 @@ def run_case(pipeline: str, overrides: list[str], name: str, workdir: Path) -> d
         "peak_gpu_mib": s["peak_device_bytes"] / 2**20 if s["peak_device_bytes"] else None,
         "gpu_busy_fraction": busy.fraction(first), "steps": s["steps"], "accuracy": s["metric"]["value"],
         "batch_size": cfg.train.batch_size, "workers": s["workers"], "epochs": s["epochs"],
+        "evaluations": s["evaluations"],
         "trained_examples": s["trained_examples"], "fresh_examples": s["fresh_examples"],
         "measured_echo_factor": s["echo"]["measured_factor"], "train_loop_s": s["train_loop_s"],
     }
