@@ -8,7 +8,7 @@ dicts; `from_dict`: its inverse, which also reads the files earlier versions wro
 the keys are the same). `from_dict(r.to_dict()) == r` for every record here
 (tests/unit/test_records.py).
 
-- Heartbeat: a worker's progress, every HEARTBEAT_S (train/loop.py -> runtime/collector.py);
+- Heartbeat: a worker's progress, every HEARTBEAT_S (train/loop_report.py -> runtime/collector.py);
   it travels as itself (both ends are ours and read it by attribute).
 - EpochRecord: one evaluation (with train.evals_per_epoch k there are k per epoch, a pass
   of fresh data: echoray/epochs.py); its dict is what MLflow logs and the checkpoints

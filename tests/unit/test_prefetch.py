@@ -120,7 +120,7 @@ def test_a_checkpoint_under_auto_saves_the_batch_made_ahead_and_a_restore_trains
 
         def save(self, **kw):
             loop = loops[0]
-            (((ahead, _, _), _),) = loop._ahead.held()  # the thread is one batch ahead
+            (((ahead, _, _), _),) = loop.input.ahead.held()  # the thread is one batch ahead
             saved.update(kw, model=copy.deepcopy(loop.model.state_dict()), opt=copy.deepcopy(loop.opt.state_dict()),
                          consumed=loop.consumed.keep_from(0), ahead=ahead)
             raise SaveThenStop

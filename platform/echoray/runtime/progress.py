@@ -6,7 +6,7 @@ line (fractional epoch, step, examples/s, fresh and trained counts, echo factor,
 the epoch's end) and the same figures to MLflow. An epoch is a pass of fresh data
 (echoray/epochs.py), so the line's epoch is the heartbeats' fresh count over the
 training set, the figure the evaluation lines show. Workers already send cumulative
-counters twice a second (train/loop.py HEARTBEAT_S), so this costs the workers nothing.
+counters twice a second (train/loop_report.py HEARTBEAT_S), so this costs the workers nothing.
 """
 
 from __future__ import annotations

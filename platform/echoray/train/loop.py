@@ -1,8 +1,11 @@
 """The per-worker training loop as a recipe (in the manner of torchtune's recipes):
 `WorkerLoop.setup / restore / train / step / evaluate / save_checkpoint / finish`, its
-counters in one LoopState (train/loop_state.py). `run_worker` is the thin Ray adapter
-that Ray Train runs (via train/entry.py); the loop itself takes its collector link,
-collectives and input batches as arguments, so it also runs without Ray.
+counters in one LoopState (train/loop_state.py); two collaborators read them: the input
+side (train/loop_input.py LoopInput: batches, the prefetch, the inputs) and what goes to
+the collector (train/loop_report.py LoopReport: heartbeats, audit, counts, records).
+`run_worker` (train/worker.py) is the thin Ray adapter that Ray Train runs (via
+train/entry.py); the loop itself takes its collector link, collectives and input batches
+as arguments, so it also runs without Ray.
 
 One pass over the run's single multi-epoch stream (`train.max_epochs` epochs of
 reads; the run ends when it is consumed). An epoch is a pass over the training set's
@@ -20,7 +23,6 @@ the live factor is the one trained.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 import warnings
@@ -32,36 +34,31 @@ import torch
 
 from echoray.config import PipelineConfig
 from echoray.data.augment import output_size
-from echoray.data.batching import pack_unique, sample_keys
 from echoray.data.replay import ConsumedLog
-from echoray.echo_plan import EchoPlan, shuffle_buffer_rows
-from echoray.epochs import epochs_of
+from echoray.echo_plan import EchoPlan
 from echoray.metrics import metric_named
 from echoray.records import EpochRecord, FinalRecord, Heartbeat, PendingBatch
-from echoray.seeds import STREAM_MODEL, STREAM_SAMPLER, derive_seed
+from echoray.seeds import STREAM_MODEL, derive_seed
 from echoray.train.accounting import AuditBuffer
 from echoray.train.batch_augment import (
     backward_views,
     dropout_seed,
     step_counts,
     view_indices,
-    worker_views,
 )
-from echoray.train.consumption_echo import ConsumptionEcho, agree_min
 from echoray.train.device import LossMeter, Precision, ToDevice, memory_format
 from echoray.train.evaluate import Normalizer
 from echoray.train.faults import RunAborted
 from echoray.train.ghost_bn import use_ghost_batch_norm
 from echoray.train.groups import rank_layout
+from echoray.train.loop_input import LoopInput
+from echoray.train.loop_report import LoopReport
 from echoray.train.loop_state import LoopState
 from echoray.train.models import build_model
 from echoray.train.optim import build_optimizer, lr_multiplier, set_lr
 from echoray.train.ports import CheckpointPort, CollectorPort, EvaluatorPort
 from echoray.train.prefetch import Prefetch
-from echoray.train.spare_copies import SpareCopies
 from echoray.train.worker_link import BatchEchoDraws, Collectives, FreshClock
-
-HEARTBEAT_S = 0.5
 
 
 def steps_per_data_epoch(cfg: PipelineConfig, num_train: int, world: int) -> int:
@@ -86,12 +83,6 @@ def check_evals_per_epoch(cfg: PipelineConfig, n_train: int, world: int) -> None
             f"train.evals_per_epoch={k} is more than the {spe} optimizer step(s) of one epoch "
             f"({n_train} training examples, train.batch_size={cfg.train.batch_size}, "
             f"{world} worker(s)); use at most {spe}")
-
-
-def has_duplicates(batch: dict[str, np.ndarray]) -> bool:
-    """Two copies of one (epoch, sample) in one batch: what the shuffle buffer should prevent."""
-    pairs = sample_keys(batch["epoch"], batch["sample_id"])
-    return len(np.unique(pairs)) < len(pairs)
 
 
 def held_out_scores(scored, tta_views: int) -> tuple[dict[str, float], float | None]:
@@ -121,6 +112,11 @@ class WorkerEnv:
 
 
 class WorkerLoop:
+    """The recipe and its one state: the counters in `state` (train/loop_state.py), the
+    model, optimizer and the consumed log here; the input side (`input`,
+    train/loop_input.py) and what goes to the collector (`report`, train/loop_report.py)
+    are collaborators that read them."""
+
     def __init__(self, cfg: PipelineConfig, env: WorkerEnv, *, n_train: int, channels: int, num_classes: int,
                  image_size: int | None = None):
         self.cfg, self.env = cfg, env
@@ -146,18 +142,16 @@ class WorkerLoop:
         self.audit = AuditBuffer(cfg.audit.enabled)
         self.consumed = ConsumedLog()
         self.pending: PendingBatch | None = None  # a batch whose repeats a checkpoint cut short
-        self.lookahead = 1  # batches pulled and made into inputs ahead of the step (_prepared); 0: none
-        self._ahead: Prefetch | None = None
+        self.lookahead = 1  # batches pulled and made into inputs ahead of the step (LoopInput.prepared); 0: none
         # echo.factor: auto decided as rows are taken from the stream (train/consumption_echo.py)
         self.plan = EchoPlan.from_config(cfg)
         self.worker_echo = self.plan.at_consumption
-        self.echo_stage: ConsumptionEcho | None = None
         self.restored_pool: dict[str, np.ndarray] | None = None
         self.loss = LossMeter()
         self.t_start = time.time()
         self.t_first: float | None = None
-        self._last_beat = 0.0
-        self.beat_every = HEARTBEAT_S
+        self.input = LoopInput(self)
+        self.report = LoopReport(self)
 
     # --- setup and restore ---
     def setup(self) -> None:
@@ -201,76 +195,23 @@ class WorkerLoop:
             self.pending = PendingBatch(restored.pending, self.state.next_rep, self.state.reps)
 
     def input_batches(self, source: Iterable[dict] | None) -> Iterator[dict[str, np.ndarray]]:
-        """Exact batch sizes keep workers in step; separate echoed copies if asked; in
-        grouped mode the group's reader broadcasts every batch to its members."""
-        cfg = self.cfg
-        batches = source
-        if self.reads and self.worker_echo:
-            pool_rows = shuffle_buffer_rows(cfg) or cfg.train.batch_size
-            self.echo_stage = ConsumptionEcho(
-                cfg.seed, cfg.train.batch_size, pool_rows,
-                self.env.link.live_factor, derive_seed(cfg.seed, STREAM_SAMPLER, self.group),
-                on_take=lambda b: self.consumed.add(b["epoch"], b["sample_id"], b["echo_copy"]),
-                agree=agree_min(self.env.comm.gather) if self.world > 1 else None, pool=self.restored_pool,
-                spare=SpareCopies(pool_rows, cfg.echo.max_factor) if self.plan.fills_waits else None)
-            batches = self.echo_stage.batches(source)
-        elif self.reads:
-            batches = pack_unique(source, cfg.train.batch_size, max_carry=None if self.plan.separate_copies else 0)
-        if self.grouped:
-            from echoray.train.groups import broadcast_batches, make_groups
+        """The batches the loop trains on (LoopInput.batches)."""
+        return self.input.batches(source)
 
-            pg = make_groups(self.world, self.copies)[self.group]
-            if self.text:  # token rows, no labels (train/lm.py)
-                from echoray.train.groups import INT_FIELDS
-
-                batches = broadcast_batches(batches, pg, self.layout.leader, (cfg.source.seq_len + 1,),
-                                            cfg.train.batch_size, field="tokens", dtype=torch.int32,
-                                            int_fields=tuple(f for f in INT_FIELDS if f != "label"))
-                return batches
-            shape = (self.image_size, self.image_size, self.channels)
-            batches = broadcast_batches(batches, pg, self.layout.leader, shape, cfg.train.batch_size)
-        return batches
+    def overlaps_input(self) -> bool:
+        """Whether the input path runs on a thread ahead of the step (LoopInput.overlaps)."""
+        return self.input.overlaps()
 
     # --- training ---
     def train_s(self) -> float:
         """Time since the first batch arrived, over all attempts."""
         return self.state.train_s + (time.perf_counter() - self.t_first if self.t_first is not None else 0.0)
 
-    def _work(self, batches):  # (batch, first repeat, repeats or None): a batch cut short by a checkpoint first
-        if self.pending is not None:
-            p, self.pending = self.pending, None
-            yield p.batch, p.next_repeat, p.repeats
-        for b in batches:
-            yield b, 0, None
-
-    def overlaps_input(self) -> bool:
-        """Whether the input path runs on a thread ahead of the step (train/prefetch.py). Not
-        where it makes collectives (a grouped broadcast, auto's agreement of several ranks:
-        a thread's collectives would interleave with the step's)."""
-        return self.lookahead > 0 and not self.grouped and not (self.worker_echo and self.world > 1)
-
-    def _prepared(self, batches) -> Prefetch:
-        """((batch, first repeat, repeats), make_inputs(batch)) for each item of _work, in its
-        order: pulled and made ahead of the step on a thread where overlaps_input()."""
-        cuda = self.device.type == "cuda" and self.device.index is not None
-        self._ahead = Prefetch(self._work(batches), lambda work: self.make_inputs(work[0]),
-                               self.lookahead if self.overlaps_input() else 0,
-                               context=(lambda: torch.cuda.device(self.device)) if cuda else contextlib.nullcontext)
-        return self._ahead
-
-    def untrained_pool(self) -> dict[str, np.ndarray] | None:
-        """Consumption echo's rows taken from the stream and not trained, a checkpoint's
-        pending rows: the batches made ahead of the step (their rows are logged consumed),
-        then the pool. Other paths log a batch when it trains: one made ahead is read again."""
-        ahead = [batch for (batch, _, _), _ in self._ahead.held()] if self._ahead is not None else []
-        parts = [p for p in (*ahead, self.echo_stage.pending()) if p is not None and len(p["sample_id"])]
-        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]} if parts else None
-
     def train(self, batches: Iterable[dict]) -> bool:
         """Every step of the stream; True when the target or the budget stopped the run."""
         self.model.train()
         t_wait = time.perf_counter()
-        with self._prepared(batches) as work:
+        with self.input.prepared(batches) as work:
             return self._train_on(work, t_wait)
 
     def _train_on(self, work: Prefetch, t_wait: float) -> bool:
@@ -280,7 +221,7 @@ class WorkerLoop:
             if self.t_first is None:
                 self.t_first, waited = time.perf_counter(), 0.0  # pipeline start-up is not a wait
             if first_rep == 0:
-                self.record_batch(batch)
+                self.input.record_batch(batch)
             if reps is None:
                 reps = self.repeats(s.batch_index) if self.repeats is not None else 1
                 s.batch_index += 1
@@ -296,8 +237,8 @@ class WorkerLoop:
                                     time.perf_counter() - t0, samples=samples)
                 if self.plan.fills_waits and rep == 0 and self.reads:
                     s.counters.extra += int((batch["echo_copies"] == 0).sum())
-                self.record_audit(rows, aug_key, rep, reps)
-                self.heartbeat()
+                self.report.record_audit(rows, aug_key, rep, reps)
+                self.report.heartbeat()
                 # batch echo: after the batch's last repeat (every rank draws the same repeats)
                 if rep == reps - 1 and self.clock.due(s.counters.steps, s.evals, s.counters.fresh):
                     if self.evaluate():
@@ -306,33 +247,6 @@ class WorkerLoop:
                         self.save_checkpoint(PendingBatch(batch, rep + 1, reps) if rep + 1 < reps else None)
             t_wait = time.perf_counter()
         return False
-
-    def record_batch(self, batch: dict[str, np.ndarray]) -> None:
-        self.state.batches += 1
-        self.state.dup_batches += has_duplicates(batch)
-        if self.reads and not self.worker_echo:  # worker echo logs rows as it takes them
-            self.consumed.add(batch["epoch"], batch["sample_id"], batch["echo_copy"])
-
-    def make_inputs(self, batch: dict[str, np.ndarray]):
-        """(normalised inputs, labels, augmentation keys, audit rows) on the device. Batch
-        augmentation lives here: view-major rows, all M views per sample in `local` mode,
-        the member's one view in `grouped` mode (M = 1: plain worker-side augmentation).
-        Text: inputs are token ids, labels the next tokens; views are identical copies
-        that only dropout tells apart (the BA paper's intermediate augmentation)."""
-        if self.text:
-            from echoray.train.lm import split_tokens
-
-            inputs, targets = split_tokens(self.to_device("tokens", np.asarray(batch["tokens"], dtype=np.int32)))
-            inputs, targets, aug_key, rows = worker_views(
-                self.cfg.seed, batch, inputs, targets, per_copy=False, views=self.views, ops=[],
-                on_worker=True)
-            return inputs, targets, aug_key, rows
-        images = self.to_device("image", batch["image"])
-        labels = self.to_device("label", np.asarray(batch["label"], dtype=np.int64))
-        images, labels, aug_key, rows = worker_views(
-            self.cfg.seed, batch, images, labels, per_copy=self.plan.per_copy_augment,
-            views=self.views, ops=self.ops, on_worker=self.views_on_worker)
-        return self.normalize(images), labels, aug_key, rows
 
     def step(self, inputs: torch.Tensor, labels: torch.Tensor) -> None:
         """One optimizer step; the loss stays on the device (read at the next evaluation)."""
@@ -353,34 +267,7 @@ class WorkerLoop:
 
         return {"loss_fn": lm_loss}
 
-    def record_audit(self, rows: dict[str, np.ndarray], aug_key, rep: int, reps: int) -> None:
-        if not self.audit.enabled:  # building the rows costs views per step: only when asked
-            return
-        self.audit.add(
-            epoch=rows["epoch"], step=self.state.counters.steps - 1, worker=self.rank, group=self.group,
-            sample_id=rows["sample_id"], view=rows["echo_copy"] if reps == 1 else rep,
-            ba_view=rows["ba_view"], aug_key=aug_key,
-        )
-
-    def heartbeat(self) -> None:
-        """Progress to the collector every HEARTBEAT_S, without waiting for its reply."""
-        c = self.state.counters
-        now = time.perf_counter()
-        if c.steps == 1 or now - self._last_beat >= self.beat_every:
-            if self.env.link.beat(Heartbeat(self.rank, c.steps, c.samples, c.step_s, c.fresh, c.wait_s)):
-                raise RunAborted("the driver stopped this run")
-            self._last_beat = now
-
     # --- evaluation, checkpoints, the end ---
-    def global_counts(self) -> tuple[int, int, int, int, int, int]:
-        """(fresh, trained, trained samples, duplicate batches, batches, extra copies) over all
-        ranks; fresh made exact first."""
-        s = self.state
-        if self.world > 1:
-            s.counters.fresh += s.fresh.reconcile(self.rank, self.env.comm.gather, keep=self.reads)
-        return tuple(self.env.comm.all_reduce_ints(
-            [s.counters.fresh, s.counters.trained, s.counters.samples, s.dup_batches, s.batches, s.counters.extra]))
-
     def evaluate(self) -> bool:
         """Score the held-out split, record the evaluation, decide together whether to stop."""
         s, cfg = self.state, self.cfg
@@ -390,18 +277,11 @@ class WorkerLoop:
         with self.precision.autocast():
             scored = self.env.evaluator.evaluate(self.model, self.normalize, cfg.train.batch_size)
         s.eval_s += time.perf_counter() - t_eval
-        fresh_all, trained_all, samples_all, dups, nb, _ = self.global_counts()
+        counts = self.report.global_counts()
         scores, tta = held_out_scores(scored, cfg.batch_augmentation.tta_views)
         value = scores[self.metric.name]
         s.acc, s.best = value, self.metric.better(s.best if s.evals > 1 else self.metric.worst, value)
-        c = s.counters
-        record = EpochRecord(
-            eval_index=s.evals, data_epochs=epochs_of(fresh_all, self.n_train), step=c.steps, scores=scores,
-            metric=value, loss=self.loss.take_mean(), lr=self.opt.param_groups[0]["lr"], accuracy_tta=tta,
-            fresh_examples=fresh_all, trained_examples=trained_all, trained_samples=samples_all,
-            duplicate_batch_fraction=dups / max(nb, 1), elapsed_s=time.time() - self.t_start, time=time.time(),
-            train_s=self.train_s(), wait_fraction=c.wait_s / max(c.wait_s + c.step_s, 1e-9),
-            fresh_tokens=fresh_all * cfg.source.seq_len if self.text else None)  # predicted tokens
+        record = self.report.evaluation_record(scores, tta, counts)
         if not math.isfinite(record.loss):  # NaN weights: every later evaluation would be wasted
             raise FloatingPointError(f"training diverged: mean loss {record.loss} at evaluation {s.evals} "
                                      f"(epoch {record.data_epochs:.2f}) "
@@ -409,20 +289,20 @@ class WorkerLoop:
         stop = True
         if self.metric.reached(value, cfg.train.target):
             s.to_target, s.reason = record, "target reached"
-        elif cfg.train.max_fresh_examples and fresh_all >= cfg.train.max_fresh_examples:
+        elif cfg.train.max_fresh_examples and counts[0] >= cfg.train.max_fresh_examples:
             s.reason = "max_fresh_examples reached"
         else:
             stop = False
         if self.rank == 0:
             self.history.append(record)
             self.env.link.send("event", record.to_dict())
-        self.send_audit()
+        self.report.send_audit()
         return stop
 
     def save_checkpoint(self, pending: PendingBatch | None) -> None:
         """Every rank, at the same step: model, optimizer, LoopState, consumed rows, audit."""
         s = self.state
-        pool = self.untrained_pool() if self.echo_stage is not None else None
+        pool = self.input.untrained_pool()
         run_part, rank_part = s.to_checkpoint(
             elapsed_s=time.time() - self.t_start, train_s=self.train_s(),
             next_rep=pending.next_repeat if pending else 0, reps=pending.repeats if pending else 0,
@@ -432,11 +312,6 @@ class WorkerLoop:
             loop_state=run_part, rank_state=rank_part, pending=pending.batch if pending else pool,
             audit=self.audit.take_for_checkpoint())
 
-    def send_audit(self) -> None:
-        rows = self.audit.drain()
-        if rows is not None:
-            self.env.link.send("add_audit", rows)
-
     def finish(self, stopped: bool) -> FinalRecord | None:
         """Score what was trained since the last evaluation, send the final counts (rank 0:
         the run's record)."""
@@ -444,23 +319,13 @@ class WorkerLoop:
         if not stopped and s.counters.steps > s.eval_step:
             self.evaluate()  # the stream ended after the last evaluation point: score what was trained
         loop_s = self.train_s()
-        fresh_all, trained_all, samples_all, dups, nb, extra_all = self.global_counts()
+        counts = self.report.global_counts()
         c = s.counters
         self.env.link.send("heartbeat", Heartbeat(self.rank, c.steps, c.samples, c.step_s, c.fresh, c.wait_s))
-        self.send_audit()
+        self.report.send_audit()
         final = None
         if self.rank == 0:
-            accuracy = self.metric.name == "accuracy"
-            final = FinalRecord(
-                evals=s.evals, epochs=epochs_of(fresh_all, self.n_train), steps=c.steps,
-                fresh_examples=fresh_all, trained_examples=trained_all, trained_samples=samples_all,
-                best_accuracy=s.best if accuracy else None, last_accuracy=s.acc if accuracy else None,
-                best_metric=s.best, last_metric=s.acc, to_target=s.to_target, stop_reason=s.reason,
-                world_size=self.world, wait_s=c.wait_s, step_s=c.step_s, device=str(self.device),
-                duplicate_batch_fraction=dups / max(nb, 1), loop_s=loop_s, eval_s=s.eval_s,
-                precision=self.precision.name, extra_copies=extra_all,
-                peak_device_bytes=torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda"
-                else None)
+            final = self.report.final_record(counts, loop_s)
             self.env.link.send("finish", final.to_dict())
         self.env.link.ask("sync")
         return final
