@@ -137,6 +137,27 @@ def test_echo_copies_do_not_make_an_epoch_longer(stage, factor, per_epoch):
     assert final["epochs"] == round(final["fresh_examples"] / 192, 4) > 2 - 32 / 192  # < 1 batch untrained
 
 
+def test_the_last_evaluation_at_the_stream_end_is_checkpointed_like_the_others():
+    """With example echo the last evaluation is the stream's end (finish), after epoch 2's
+    last copies: its checkpoint is taken there, at the run's last step, nothing pending."""
+    cfg = load_config(None, [*BASE, "echo.stage=after_augment", "echo.factor=2"])
+    idx = index_source(cfg.source)
+
+    class Every:
+        saved: list = []
+
+        def due(self, evals):
+            return True
+
+        def save(self, **kw):
+            self.saved.append((kw["evals"], kw["steps"], kw["pending"]))
+
+    ckpt = Every()
+    final = local_loop(cfg, idx, LocalCollector(), checkpointer=ckpt).run(
+        shuffled_batches(preprocessed_blocks(cfg, idx), 32, 256, 7))
+    assert [e for e, _, _ in ckpt.saved] == [1, 2] and ckpt.saved[-1][1:] == (final["steps"], None)
+
+
 def test_checkpoint_state_round_trip_and_missing_fields():
     s = LoopState(evals=3, best=0.5, acc=0.4, eval_step=99, batch_index=7, next_rep=1, reps=2)
     s.counters.add_step(5, 64, 0.1, 0.2)

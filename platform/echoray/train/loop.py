@@ -313,11 +313,14 @@ class WorkerLoop:
             audit=self.audit.take_for_checkpoint())
 
     def finish(self, stopped: bool) -> FinalRecord | None:
-        """Score what was trained since the last evaluation, send the final counts (rank 0:
-        the run's record)."""
+        """Score what was trained since the last evaluation (the run's last: the stream ended)
+        and checkpoint it where due, as any evaluation; send the final counts (rank 0: the
+        run's record)."""
         s = self.state
         if not stopped and s.counters.steps > s.eval_step:
-            self.evaluate()  # the stream ended after the last evaluation point: score what was trained
+            reached = self.evaluate()
+            if not reached and self.env.checkpointer is not None and self.env.checkpointer.due(s.evals):
+                self.save_checkpoint(None)  # nothing pending: the stream is consumed
         loop_s = self.train_s()
         counts = self.report.global_counts()
         c = s.counters
