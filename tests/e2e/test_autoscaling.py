@@ -131,7 +131,7 @@ def test_autoscaler_launches_node_types_places_work_and_scales_down(fake_cluster
     job = JobSubmissionClient(c["dashboard"], headers={"Authorization": f"Bearer {c['token']}"}).get_job_info(
         job_id_of(res.stdout))
     assert str(job.status.value) == "SUCCEEDED"
-    assert "epoch   2" in res.stdout and "placement:" not in res.stdout  # an autoscaler runs: requests kept
+    assert "eval   2  epoch" in res.stdout and "placement:" not in res.stdout  # an autoscaler runs: requests kept
 
     nodes = {n["node_id"]: n for n in state(c, "nodes")}
     # Each node type the job asked for, nothing else. Usually one node per type; once in five

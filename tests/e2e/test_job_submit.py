@@ -62,7 +62,7 @@ def test_train_job_on_s3_succeeds_and_logs_to_the_mlflow_server(ray_head, mlflow
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
     job_id = job_id_of(res.stdout)
     assert job_status(ray_head, job_id) == "SUCCEEDED"
-    assert "epoch   2" in res.stdout
+    assert "eval   2  epoch" in res.stdout
     summary = json.loads((out_dir / "summary.json").read_text())
     assert summary["mlflow_tracking_uri"] == mlflow_server
     n_train = len(index_source(load_config(None, source[1::2]).source).train_ids)

@@ -198,7 +198,7 @@ def test_single_machine_recipe_as_written(tmp_path):
         shutil.rmtree(ray_tmp, ignore_errors=True)
 
     assert "No module named" not in job_out
-    assert "epoch   2" in job_out and "succeeded" in job_out.lower()
+    assert "eval   2  epoch" in job_out and "succeeded" in job_out.lower()
     # The run folder is where the closing lines say, outside Ray's working dir, and the run
     # is in the recipe's MLflow server (read from its sqlite store, the server is gone).
     (run_dir,) = (home / "runs").iterdir()

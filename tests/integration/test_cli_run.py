@@ -24,7 +24,7 @@ def test_default_pipeline_reaches_target_through_the_cli(tmp_path):
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["target_reached"] is True and summary["metric"]["value"] >= 0.97
     assert summary["pipeline"] == "embedded:digits"
-    assert "epoch   1" in out.stdout and "mlflow ui --backend-store-uri" in out.stdout
+    assert "eval   1  epoch" in out.stdout and "mlflow ui --backend-store-uri" in out.stdout
     # A quiet console: echoray's lines only; Ray's, MLflow's and Ray Data's go to the run's log.
     lines = [ln for ln in (out.stdout + out.stderr).splitlines() if ln.strip()]
     assert lines and all(ln.startswith("[echoray] ") for ln in lines), "\n".join(
