@@ -19,8 +19,9 @@ import pyarrow.parquet as pq
 import ray
 from ray.util.state import list_actors
 
-# `[echoray]   epoch   1  step     12 ...` (a live progress line) or `[echoray] epoch   1  step     30 ...`
-STEP = re.compile(r"\[echoray\]\s+epoch\s+\d+\s+step\s+(\d+)\s")
+# `[echoray]   epoch   0.40  step     12 ...` (a live progress line; `epoch      -` before any
+# fresh count) or `[echoray] eval   1  epoch  1.00  step     30 ...` (an evaluation line)
+STEP = re.compile(r"\[echoray\]\s+(?:eval\s+\d+\s+)?epoch\s+[\d.-]+\s+step\s+(\d+)\s")
 
 
 def echoray_bin() -> str:

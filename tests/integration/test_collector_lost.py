@@ -70,9 +70,9 @@ def test_lost_collector_ends_the_run_and_resume_finishes_it_exactly(local_ray, t
     assert resumed["changed"] == {"preprocess.actors.max_size": ["1", "2"], "preprocess.actors.min_size": ["1", "2"]}
     resumed_from = resumed["from_epoch"]
     print(f"\ncollector killed: driver exit 1 after {ended_at - killed_at:.1f} s; the resumed run trained "
-          f"(step {step}) {resumed_at - killed_at:.1f} s after the kill, from the checkpoint of epoch "
+          f"(step {step}) {resumed_at - killed_at:.1f} s after the kill, from the checkpoint of evaluation "
           f"{resumed_from}")
-    assert resumed_from >= 1 and f"from the checkpoint of epoch {resumed_from}" in b.output
+    assert resumed_from >= 1 and f"from the checkpoint of evaluation {resumed_from}" in b.output
 
     s = json.loads((run / "summary.json").read_text())
     assert s["mlflow_run_id"] == run_id and s["epochs"] == EPOCHS
