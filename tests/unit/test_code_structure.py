@@ -10,7 +10,7 @@ MAX_METHODS = 15
 MAX_FUNCTION_LINES = 60
 # Over the limit on main and owned by other changes in flight (issue 59): remove an entry
 # once it is under the limit.
-PENDING = {"train/loop.py:WorkerLoop"}
+PENDING: set[str] = set()
 PENDING_FUNCTIONS: set[str] = set()
 
 

@@ -63,11 +63,11 @@ class WorkerAttempts:
         """Rank 0's final record. Not the end of the attempt: see runtime/epoch_ledger.py."""
         self.ledger.finish(record)
 
-    def keep_model(self, weights: dict[str, Any], epoch: int) -> None:
+    def keep_model(self, weights: dict[str, Any], epoch: float) -> None:
         """Rank 0's weights as the fit ended (a later attempt's replace them), held until the
         driver logs them as the run's MLflow model (tracking_model.py)."""
         self.model = (weights, epoch)
 
-    def take_model(self) -> tuple[dict[str, Any], int] | None:
+    def take_model(self) -> tuple[dict[str, Any], float] | None:
         out, self.model = self.model, None
         return out
