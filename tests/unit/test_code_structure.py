@@ -42,3 +42,46 @@ def test_the_counts_are_what_they_say():
     tree = ast.parse("class A:\n    x = 1\n    def f(self): ...\n    @property\n    def g(self): ...\n"
                      "    class B:\n        def h(self): ...\n")
     assert methods_of(tree.body[0]) == 2  # a property counts, a nested class's method does not
+
+
+def _imports(name: str, tree: ast.AST, modules: set[str]) -> set[str]:
+    """The platform modules `name` imports anywhere in its file (function level and
+    TYPE_CHECKING blocks included), each as the longest module name it starts with."""
+    def module_of(dotted: str) -> str | None:
+        while dotted and dotted not in modules:
+            dotted = dotted.rpartition(".")[0]
+        return dotted or None
+
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+        else:
+            continue
+        found |= {m for x in names if x.startswith("echoray") and (m := module_of(x)) and m != name}
+    return found
+
+
+def test_no_import_cycle_among_platform_modules():
+    def dotted(path: str) -> str:
+        parts = ["echoray", *path.removesuffix(".py").split("/")]
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    trees = {dotted(name): tree for name, tree in _trees()}
+    graph = {m: _imports(m, tree, set(trees)) for m, tree in trees.items()}
+    reach: dict[str, set[str]] = {}
+
+    def reachable(m: str) -> set[str]:  # every module m depends on, transitively
+        if m not in reach:
+            reach[m], todo = set(), list(graph[m])
+            while todo:
+                n = todo.pop()
+                if n not in reach[m]:
+                    reach[m].add(n)
+                    todo.extend(graph[n])
+        return reach[m]
+
+    cycles = sorted(m for m in graph if m in reachable(m))
+    assert not cycles, f"modules on an import cycle: {cycles}"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 import torch
@@ -22,9 +22,6 @@ from echoray.train.consumption_echo import ConsumptionEcho, agree_min
 from echoray.train.prefetch import Prefetch
 from echoray.train.spare_copies import SpareCopies
 
-if TYPE_CHECKING:  # the loop owns this object; only its type is named here
-    from echoray.train.loop import WorkerLoop
-
 
 def has_duplicates(batch: dict[str, np.ndarray]) -> bool:
     """Two copies of one (epoch, sample) in one batch: what the shuffle buffer should prevent."""
@@ -33,7 +30,8 @@ def has_duplicates(batch: dict[str, np.ndarray]) -> bool:
 
 
 class LoopInput:
-    def __init__(self, loop: WorkerLoop):
+    def __init__(self, loop: Any):
+        """`loop`: the train/loop.py WorkerLoop that owns this part (not imported: no cycle)."""
         self.loop = loop
         self.echo_stage: ConsumptionEcho | None = None  # echo.factor: auto at consumption, on a reader
         self.ahead: Prefetch | None = None

@@ -5,7 +5,7 @@ evaluation and of the end of an attempt (records.py), built from the loop's stat
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 import torch
@@ -14,14 +14,12 @@ from echoray.epochs import epochs_of
 from echoray.records import EpochRecord, FinalRecord, Heartbeat
 from echoray.train.faults import RunAborted
 
-if TYPE_CHECKING:  # the loop owns this object; only its type is named here
-    from echoray.train.loop import WorkerLoop
-
 HEARTBEAT_S = 0.5
 
 
 class LoopReport:
-    def __init__(self, loop: WorkerLoop):
+    def __init__(self, loop: Any):
+        """`loop`: the train/loop.py WorkerLoop that owns this part (not imported: no cycle)."""
         self.loop = loop
         self.last_beat = 0.0
         self.beat_every = HEARTBEAT_S
