@@ -43,17 +43,30 @@ cv2.setNumThreads(1)  # one image per call: an actor's parallelism is its reads 
 
 
 def resize_batch(images: np.ndarray, size: int | None) -> np.ndarray:
-    """Bilinear resize of a uint8 NHWC batch to size x size (no-op when it already is).
-    torch is imported here, not with the module: a reader that never resizes (digits,
-    whose index holds resized images; sources already at the size) does not pay for it."""
+    """Bilinear resize of a uint8 NHWC batch to size x size (no-op when it already is),
+    antialiased when it shrinks. An enlargement (digits' 8 x 8 to 16 x 16, on the driver
+    before Ray starts) is OpenCV's bilinear in float32: torch's values at whole-number
+    scales, within one level at others (tests/unit/test_decode_resize.py), without the
+    1.4 s of importing torch before Ray starts. A shrink imports torch here, not with the
+    module."""
     if size is None or images.shape[1:3] == (size, size):
         return images
+    if size >= max(images.shape[1:3]):
+        return _enlarge(images, size)
     import torch
     import torch.nn.functional as F
 
     x = torch.from_numpy(images).permute(0, 3, 1, 2).float()
     y = F.interpolate(x, size=(size, size), mode="bilinear", align_corners=False, antialias=True)
     return y.round().clamp(0, 255).to(torch.uint8).permute(0, 2, 3, 1).contiguous().numpy()
+
+
+def _enlarge(images: np.ndarray, size: int) -> np.ndarray:
+    out = np.empty((len(images), size, size, images.shape[3]), np.uint8)
+    for i, image in enumerate(images):
+        big = cv2.resize(image.astype(np.float32), (size, size), interpolation=cv2.INTER_LINEAR)
+        out[i] = np.clip(np.round(big), 0, 255).reshape(size, size, -1)
+    return out
 
 
 def image_size_of(data: bytes) -> tuple[int, int]:
