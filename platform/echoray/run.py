@@ -34,6 +34,7 @@ from echoray.messages import epoch_line, quiet_console, say, say_console_log, sa
 from echoray.preflight import fit_cluster, new_run_dir, storage_checked
 from echoray.resume import Resume, backfill, find_checkpoint, write_run_state
 from echoray.runtime.collector import RunCollector
+from echoray.runtime.epoch_bar import EpochBar, epoch_bar
 from echoray.runtime.monitor import (
     CollectorLost,
     StallError,
@@ -189,12 +190,13 @@ def _fit(site: _Site, resume: Resume | None, hooks: RunHooks, where: tuple) -> d
         local_fit = (local_config(cfg, site.storage, keeps_checkpoints, resume.checkpoint if resume else None)
                      if site.local_mode else None)
         fit = site.build_trainer(cfg, idx, site.plan, site.use_gpu, collector, site.storage, local=local_fit).fit
-        events = _RunEvents(site.logger, hooks, resume, idx, epoch_clock(cfg, len(idx.train_ids)),
-                            cfg.train.log_every_s)
-        collected = watch_fit(fit, collector, site.plan, cfg.train.stall_timeout_s, events.on_event,
-                              events.on_factor, on_restart=events.on_restart,
-                              final_since=resume.epoch if resume else 0,
-                              on_progress=lambda ev: say(epoch_line(ev)), on_tick=events.on_tick)
+        clock = epoch_clock(cfg, len(idx.train_ids))
+        events = _RunEvents(site.logger, hooks, resume, idx, clock, cfg.train.log_every_s)
+        with epoch_bar(clock) as events.bar:  # on a terminal only
+            collected = watch_fit(fit, collector, site.plan, cfg.train.stall_timeout_s, events.on_event,
+                                  events.on_factor, on_restart=events.on_restart,
+                                  final_since=resume.epoch if resume else 0,
+                                  on_progress=lambda ev: say(epoch_line(ev)), on_tick=events.on_tick)
         summary = _finish(cfg, idx, collector, site.logger, site.run_dir, resume, collected, events, where)
         status = "FINISHED"
         return summary
@@ -230,6 +232,7 @@ class _RunEvents:
                  clock: EpochClock, log_every_s: float):
         self.logger, self.hooks = logger, hooks
         self.live = LiveProgress(clock, log_every_s, self.on_live)  # progress lines between evaluations
+        self.bar: EpochBar | None = None  # on a terminal (runtime/epoch_bar.py), in place of the lines
         self.history: list[dict] = []
         self.factor_points: list[dict] = []
         self.logged_before: set[int] = set()  # optimizer steps with an evaluation in MLflow
@@ -255,6 +258,8 @@ class _RunEvents:
     def on_tick(self, tick: dict | None, echo_factor: float) -> None:  # every poll of the collector
         if tick is not None:
             self.step = tick["steps"]
+        if self.bar is not None:
+            self.bar.show(tick)
         self.live(tick, echo_factor)
 
     def on_factor(self, point: dict) -> None:
@@ -268,7 +273,10 @@ class _RunEvents:
             say(f"a worker failed: worker group restarted from the checkpoint of evaluation {r['from_epoch']}")
 
     def on_live(self, fig: dict) -> None:  # every train.log_every_s between evaluations
-        say(progress_line(fig))
+        if self.bar is not None:
+            self.bar.timed(fig["epoch_eta_s"])
+        else:
+            say(progress_line(fig))
         self.logger.log_metrics(progress_metrics(fig), step=fig["step"])
 
 
