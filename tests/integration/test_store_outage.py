@@ -82,9 +82,10 @@ def start(tmp_path, name, source_args, retry_s=RETRY_S):
 
     wait_for(lambda: alive((run / "run.json").exists), "run.json", timeout_s=120)
     run_id = json.loads((run / "run.json").read_text())["mlflow_run_id"]
-    # the first epoch line: reads (paced by the emulated latency) and checkpoints still to come
-    wait_for(lambda: alive(lambda: any(ln.startswith("[echoray] epoch   1 ") for ln in d.lines)),
-             "the first epoch", timeout_s=120)
+    # the first evaluation line (the end of epoch 1): reads (paced by the emulated latency)
+    # and checkpoints still to come
+    wait_for(lambda: alive(lambda: any(ln.startswith("[echoray] eval   1 ") for ln in d.lines)),
+             "the first evaluation", timeout_s=120)
     return d, run, client, run_id
 
 
