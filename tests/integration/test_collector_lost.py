@@ -14,10 +14,20 @@ import signal
 import subprocess
 import time
 
-from fault_runs import Driver, alive_actors, assert_exact_counts, echoray_bin, wait_for
+from fault_runs import (
+    BATCH,
+    COPIES,
+    EPOCHS,
+    N_TRAIN,
+    Driver,
+    alive_actors,
+    assert_exact_counts,
+    echoray_bin,
+    train_args,
+    wait_for,
+)
 from mlflow.tracking import MlflowClient
 
-N_TRAIN, EPOCHS, BATCH, COPIES = 640, 3, 32, 2  # 40 steps an epoch, 120 in all
 STEPS_PER_EPOCH = N_TRAIN * COPIES // BATCH
 
 
@@ -29,13 +39,7 @@ def test_lost_collector_ends_the_run_and_resume_finishes_it_exactly(local_ray, t
     run = tmp_path / "run"
     # Trained in the driver's process (Ray Train's local mode), checkpoints in the run folder
     # at every epoch; the slow store makes an epoch last ~3 s, so the kill lands inside epoch 2.
-    a = Driver(["train", "--set", f"tracking.uri={sqlite_uri}", "--set", f"source.limit={N_TRAIN}",
-                "--set", f"train.batch_size={BATCH}", "--set", f"train.max_epochs={EPOCHS}",
-                "--set", "train.target=null", "--set", "echo.stage=before_augment",
-                "--set", f"echo.factor={COPIES}", "--set", "audit.enabled=true",
-                "--set", "scaling.local_mode=true", "--set", "train.log_every_s=0.3",
-                "--set", "source.kind=slow_store:SlowStore",
-                "--set", "source.options={inner: digits, latency_ms: 80}", "--out", str(run)], tmp_path)
+    a = Driver(train_args(sqlite_uri, run), tmp_path)
     a.wait_for_step(STEPS_PER_EPOCH + 1)  # epoch 1 done and checkpointed: training in epoch 2
     pids = wait_for(collector_pids, "the collector actor")
     assert len(pids) == 1, pids

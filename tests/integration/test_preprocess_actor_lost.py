@@ -12,9 +12,18 @@ import os
 import signal
 import time
 
-from fault_runs import Driver, alive_actors, assert_exact_counts, wait_for
+from fault_runs import (
+    BATCH,
+    COPIES,
+    EPOCHS,
+    N_TRAIN,
+    Driver,
+    alive_actors,
+    assert_exact_counts,
+    train_args,
+    wait_for,
+)
 
-N_TRAIN, EPOCHS, BATCH, COPIES = 640, 3, 32, 2  # 120 steps
 STEPS = N_TRAIN * EPOCHS * COPIES // BATCH
 
 
@@ -27,13 +36,7 @@ def test_killed_preprocessing_actor_is_replaced_and_counts_stay_exact(local_ray,
     run = tmp_path / "run"
     # The slow store keeps the one actor busy for the whole run (reads are the bottleneck:
     # ~3 s a plan epoch), so the kill lands while it works and the stream waits for it.
-    driver = Driver(["train", "--set", f"tracking.uri={sqlite_uri}", "--set", f"source.limit={N_TRAIN}",
-                     "--set", f"train.batch_size={BATCH}", "--set", f"train.max_epochs={EPOCHS}",
-                     "--set", "train.target=null", "--set", "echo.stage=before_augment",
-                     "--set", f"echo.factor={COPIES}", "--set", "audit.enabled=true",
-                     "--set", "scaling.local_mode=true", "--set", "train.log_every_s=0.3",
-                     "--set", "source.kind=slow_store:SlowStore",
-                     "--set", "source.options={inner: digits, latency_ms: 80}", "--out", str(run)], tmp_path)
+    driver = Driver(train_args(sqlite_uri, run), tmp_path)
     _, step_at_kill = driver.wait_for_step(10)
     pids = wait_for(preprocess_actor_pids, "the preprocessing actor")
     assert len(pids) == 1, pids
