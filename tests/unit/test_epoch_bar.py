@@ -2,6 +2,7 @@
 the lines printed meanwhile above it, and nothing at all where stdout is not a terminal."""
 
 import io
+import os
 import sys
 
 from echoray.runtime.epoch_bar import epoch_bar
@@ -43,3 +44,34 @@ def test_no_bar_and_nothing_changed_where_stdout_is_not_a_terminal(monkeypatch):
     with epoch_bar(EpochClock(n_train=1000, max_epochs=3)) as bar:
         assert bar is None and sys.stdout is out
     assert out.getvalue() == ""
+
+
+def drained(master: int) -> bytes:
+    """All a pty's slave side wrote, once every descriptor of the slave is closed."""
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the slave side is closed and all was read
+            return out
+        if not chunk:
+            return out
+        out += chunk
+
+
+def test_a_pty_that_reports_no_size_still_shows_the_bar(monkeypatch):
+    # os.openpty (like `script` run without a terminal) gives a 0 x 0 window: tqdm, left to read
+    # it, takes nrows -1 and draws nothing; the bar is sized 80 x 24 (shutil's fallback) instead
+    master, slave = os.openpty()
+    assert os.get_terminal_size(slave) == (0, 0)
+    term = os.fdopen(slave, "w", encoding="utf-8")
+    monkeypatch.setattr(sys, "stdout", term)
+    monkeypatch.setattr(sys, "__stdout__", term)
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
+    with epoch_bar(EpochClock(n_train=1000, max_epochs=3)) as bar:
+        bar.show(tick(250))
+    term.close()
+    shown = drained(master).decode()
+    os.close(master)
+    assert "\r[echoray] epoch 1/3 |" in shown and " 25%, step 7  trained 448  epoch ETA ?" in shown

@@ -3,6 +3,7 @@ search's size, whatever number of trials Tune has made so far; on a terminal a b
 ended trials sits under them."""
 
 import io
+import os
 import pickle
 import sys
 from types import SimpleNamespace
@@ -79,3 +80,29 @@ def test_elsewhere_no_bar_and_the_lines_alone(capsys):
         TrialLines(total=2).on_trial_complete(1, [first], first)
     assert capsys.readouterr().out == ("[echoray] trial r0-t0 reached the target after 2816 fresh "
                                        "examples  [1/2 ended]\n")
+
+
+def test_a_pty_that_reports_no_size_still_shows_the_bar(monkeypatch):
+    # a 0 x 0 pty (os.openpty, `script` without a terminal): tqdm alone would draw nothing there
+    master, slave = os.openpty()
+    term = os.fdopen(slave, "w", encoding="utf-8")
+    for name in ("stdout", "__stdout__"):
+        monkeypatch.setattr(sys, name, term)
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
+    with search_bar(4) as bar:
+        assert bar is not None
+        TrialLines(total=4).on_step_begin(0, [trial(0, "TERMINATED"), trial(1)])
+    term.close()
+    shown = b""
+    while chunk := _read(master):
+        shown += chunk
+    os.close(master)
+    assert "\r[echoray] search 1/4 trials ended |" in shown.decode() and ", 1 running" in shown.decode()
+
+
+def _read(fd: int) -> bytes:
+    try:
+        return os.read(fd, 65536)
+    except OSError:  # EIO: the slave side is closed and all was read
+        return b""

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 from echoray.runtime.progress import EpochClock
 
-BAR_FORMAT = "[echoray] {desc} |{bar}| {percentage:3.0f}%  {postfix}"
+BAR_FORMAT = "[echoray] {desc} |{bar}| {percentage:3.0f}%{postfix}"  # tqdm puts ", " before a postfix
 
 
 class EpochBar:
@@ -51,7 +51,9 @@ def epoch_bar(clock: EpochClock) -> Iterator[EpochBar | None]:
     from tqdm import tqdm
     from tqdm.contrib import DummyTqdmFile
 
-    bar = tqdm(total=clock.n_train, file=out, bar_format=BAR_FORMAT, ncols=shutil.get_terminal_size().columns,
+    # rows and columns both given: a pty that reports 0 x 0 gets 80 x 24 (tune/progress.py says why)
+    size = shutil.get_terminal_size()
+    bar = tqdm(total=clock.n_train, file=out, bar_format=BAR_FORMAT, ncols=size.columns, nrows=size.lines,
                leave=False)
     sys.stdout = DummyTqdmFile(out)
     try:

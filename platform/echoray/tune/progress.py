@@ -37,8 +37,11 @@ def search_bar(total: int) -> Iterator[Any]:
     from tqdm import tqdm
     from tqdm.contrib import DummyTqdmFile
 
-    # the width once, from the terminal or COLUMNS (a terminal that reports 0 columns: 80)
-    _bar = tqdm(total=total, file=out, bar_format=BAR_FORMAT, ncols=shutil.get_terminal_size().columns,
+    # The size once, from the terminal or COLUMNS / LINES; a terminal that reports 0 x 0 (a pty
+    # nobody sized: `script` without a terminal, os.openpty) gets 80 x 24. Both are passed: left
+    # to itself tqdm reads 0 rows as nrows -1 and draws nothing at all (tqdm 4.70 display()).
+    size = shutil.get_terminal_size()
+    _bar = tqdm(total=total, file=out, bar_format=BAR_FORMAT, ncols=size.columns, nrows=size.lines,
                 smoothing=0)
     sys.stdout = DummyTqdmFile(out)
     try:
