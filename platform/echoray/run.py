@@ -43,6 +43,7 @@ from echoray.runtime.monitor import (
     stop_training,
     watch_fit,
 )
+from echoray.runtime.node_metrics import node_tracking
 from echoray.runtime.progress import EpochClock, LiveProgress, progress_line, progress_metrics
 from echoray.runtime.session import start_ray
 from echoray.storage import checkpoint_location, is_uri, open_location
@@ -189,7 +190,9 @@ def _fit(site: _Site, resume: Resume | None, hooks: RunHooks, where: tuple) -> d
             resume=resume.collector_seed() if resume else None)
         local_fit = (local_config(cfg, site.storage, keeps_checkpoints, resume.checkpoint if resume else None)
                      if site.local_mode else None)
-        fit = site.build_trainer(cfg, idx, site.plan, site.use_gpu, collector, site.storage, local=local_fit).fit
+        nodes = node_tracking(site.uri, site.logger.run_id, ray.get_runtime_context().get_node_id())
+        fit = site.build_trainer(cfg, idx, site.plan, site.use_gpu, collector, site.storage, local=local_fit,
+                                 tracking=nodes).fit
         clock = epoch_clock(cfg, len(idx.train_ids))
         events = _RunEvents(site.logger, hooks, resume, idx, clock, cfg.train.log_every_s)
         with epoch_bar(clock) as events.bar:  # on a terminal only

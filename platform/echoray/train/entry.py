@@ -9,9 +9,11 @@ def train_loop_per_worker(config: dict) -> None:
         from echoray.train.early_stream import start_worker_stream
 
         started = start_worker_stream(config)  # before torch: Ray Data starts meanwhile
+        from echoray.runtime.node_metrics import watching_node
         from echoray.train.worker import run_worker
 
-        run_worker(config, started)
+        with watching_node(config.get("tracking")):  # a node other than the driver's: its system metrics
+            run_worker(config, started)
     except Exception as exc:
         from echoray.train.faults import report_fatal
 

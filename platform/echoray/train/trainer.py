@@ -59,14 +59,16 @@ def train_storage(storage: str, retry_s: float):
 
 def build_trainer(
     cfg: PipelineConfig, idx: SourceIndex, plan: ResourcePlan, use_gpu: bool, collector, storage: str,
-    local: dict | None = None,
+    local: dict | None = None, tracking: dict | None = None,
 ) -> TorchTrainer:
     """`storage`: where the checkpoints go (echoray.storage.checkpoint_location), a folder or URI.
-    `local`: train in Ray Train's local mode (train/local_fit.py local_config), else a worker group."""
+    `local`: train in Ray Train's local mode (train/local_fit.py local_config), else a worker group.
+    `tracking`: the worker nodes' system metrics (runtime/node_metrics.py node_tracking)."""
     per_worker = {k: v for k, v in plan.per_worker.items() if k != "GPU"}
     storage_path, storage_fs = train_storage(storage, cfg.train.store_retry_s())
     os.environ.setdefault(*HEALTH_CHECK_INTERVAL)  # read from the driver's environment at fit()
-    config = {"cfg": cfg.model_dump(mode="json"), "index": idx, "collector": collector, **(local or {})}
+    config = {"cfg": cfg.model_dump(mode="json"), "index": idx, "collector": collector, **(local or {}),
+              "tracking": None if local else tracking}
     return TorchTrainer(
         train_loop_local if local else train_loop_per_worker,
         train_loop_config=config,
