@@ -304,8 +304,10 @@ class TrainConfig(Section):
     stall_timeout_s: Annotated[float, Field(gt=0)] = 180.0
     """Seconds without progress after which the run fails, naming the resources the cluster lacks; reads and checkpoint writes wait out an object store outage for half as long."""
     # A Ray Train checkpoint every N epochs (0: none): what worker retries and
-    # `echoray train --resume` continue from. The last CHECKPOINTS_KEPT are kept.
-    checkpoint_every: Annotated[int, Field(ge=0)] = 1
+    # `echoray train --resume` continue from. The last CHECKPOINTS_KEPT are kept. Every 2nd
+    # epoch by default: a restart replays at most two epochs, and a run of short epochs (the
+    # default digits run) does not spend a write per epoch.
+    checkpoint_every: Annotated[int, Field(ge=0)] = 2
     """A checkpoint every N epochs (0: none): what worker restarts and echoray train --resume continue from; the last two are kept (all of them with the audit on)."""
     # Mixed precision of the train step (train/device.py): bf16 autocast runs on GPUs and
     # CPUs; fp16 adds a gradient scaler and needs a GPU (refused before start otherwise).

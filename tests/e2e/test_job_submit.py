@@ -57,7 +57,7 @@ def test_train_job_on_s3_succeeds_and_logs_to_the_mlflow_server(ray_head, mlflow
     assert json.loads(runtime_env)["env_vars"]["AWS_ENDPOINT_URL"] == s3.endpoint
     res = submit(ray_head, "python", "jobs/train.py", "--set", f"tracking.uri={mlflow_server}",
                  "--set", "tracking.experiment=e2e", *source, "--set", "train.max_epochs=2", "--set", "train.batch_size=32",
-                 "--set", "train.target=null", "--set", f"train.storage_path={ckpt}",
+                 "--set", "train.target=null", "--set", "train.checkpoint_every=1", "--set", f"train.storage_path={ckpt}",
                  "--out", str(out_dir), runtime_env_json=runtime_env)
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
     job_id = job_id_of(res.stdout)

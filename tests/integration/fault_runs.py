@@ -33,7 +33,7 @@ N_TRAIN, EPOCHS, BATCH, COPIES = 640, 3, 32, 2  # 40 steps an epoch, 120 in all
 def train_args(sqlite_uri: str, run: Path) -> list[str]:
     """`echoray train` arguments of the fault tests' run, into the folder `run`."""
     sets = [f"tracking.uri={sqlite_uri}", f"source.limit={N_TRAIN}", f"train.batch_size={BATCH}",
-            f"train.max_epochs={EPOCHS}", "train.target=null", "echo.stage=before_augment",
+            f"train.max_epochs={EPOCHS}", "train.target=null", "train.checkpoint_every=1", "echo.stage=before_augment",
             f"echo.factor={COPIES}", "audit.enabled=true", "scaling.local_mode=true", "train.log_every_s=0.3",
             "source.kind=slow_store:SlowStore", "source.options={inner: digits, latency_ms: 80}"]
     return ["train", *(a for s in sets for a in ("--set", s)), "--out", str(run)]

@@ -98,6 +98,7 @@ def test_killed_driver_resumes_into_one_unbroken_run(local_ray, s3, tmp_path, sq
                 "--set", f"scaling.local_mode={trainer == 'local_mode'}",
                 "--set", f"tracking.uri={db}", "--set", f"source.limit={N_TRAIN}",
                 "--set", "train.batch_size=32", "--set", f"train.max_epochs={N_EPOCHS}", "--set", "train.target=null",
+                "--set", "train.checkpoint_every=1",
                 "--set", "echo.stage=batch", "--set", "echo.factor=1.5",
                 "--set", "audit.enabled=true", "--set", "source.kind=slow_store:SlowStore",
                 "--set", "source.options={inner: digits, latency_ms: 2}", "--out", str(run)], tmp_path)

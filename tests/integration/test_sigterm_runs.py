@@ -14,7 +14,7 @@ import ray
 from mlflow.tracking import MlflowClient
 from test_driver_resume import Driver
 
-TRAIN = ["--set", "train.target=null", "--set", "train.max_epochs=12"]
+TRAIN = ["--set", "train.target=null", "--set", "train.max_epochs=12", "--set", "train.checkpoint_every=1"]
 KINDS = {
     "local_mode": ["train", "--set", "scaling.local_mode=true", *TRAIN],
     "ray_train": ["train", "--set", "scaling.local_mode=false", *TRAIN],

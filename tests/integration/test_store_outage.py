@@ -72,7 +72,7 @@ def start(tmp_path, name, source_args, retry_s=RETRY_S):
     run = tmp_path / name
     d = Driver(["train", *source_args, "--set", "scaling.local_mode=true", "--set", f"tracking.uri={db}",
                 "--set", f"train.batch_size={BATCH}", "--set", f"train.max_epochs={EPOCHS}",
-                "--set", "train.target=null",
+                "--set", "train.target=null", "--set", "train.checkpoint_every=1",
                 "--set", f"train.stall_timeout_s={2 * retry_s}", "--out", str(run)], tmp_path)
     client = MlflowClient(db)
 

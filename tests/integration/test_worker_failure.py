@@ -65,7 +65,7 @@ def train_worker_pid():
 
 def test_killed_worker_is_replaced_and_counts_stay_exact(local_ray, s3, tmp_path, sqlite_uri):
     runs = s3.make_bucket("echoray-ckpt-worker") + "/runs"
-    cfg = load_config(None, [f"tracking.uri={sqlite_uri}", "scaling.max_failures=1", "audit.enabled=true",
+    cfg = load_config(None, [f"tracking.uri={sqlite_uri}", "scaling.max_failures=1", "audit.enabled=true", "train.checkpoint_every=1",
                              f"train.storage_path={runs}",
                              "echo.stage=before_augment",
                              "echo.factor=1.5",
