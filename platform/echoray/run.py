@@ -142,11 +142,15 @@ def _start(cfg: PipelineConfig, out: str | None, resume: Resume | None, hooks: R
     box: dict[str, Any] = {}
     warmup = threading.Thread(target=_warm_up, args=(uri, cfg.tracking.experiment, box), daemon=True)
     warmup.start()
-    local = start_ray()
-    idx = publish_index(idx)  # file lists once in the object store, not pickled per actor/worker
-    cfg, use_gpu, plan = fit_cluster(cfg, storage, local, len(idx.train_ids))
-    local_mode = choose_local_mode(cfg, use_gpu, local, hooks, resume)
-    warmup.join()
+    try:
+        local = start_ray()
+        idx = publish_index(idx)  # file lists once in the object store, not pickled per actor/worker
+        cfg, use_gpu, plan = fit_cluster(cfg, storage, local, len(idx.train_ids))
+        local_mode = choose_local_mode(cfg, use_gpu, local, hooks, resume)
+    finally:
+        # also on bad input (a plan the cluster cannot fit: exit 2): a process that left while
+        # the warm-up migrated a new sqlite store's schema left it half-migrated
+        warmup.join()
     if "error" in box:
         raise box["error"]
     return _Site(cfg, idx, run_dir, storage, uri, plan, use_gpu, local_mode, box["logger"], box["build_trainer"])
