@@ -186,7 +186,9 @@ def test_lost_training_node_restarts_from_the_checkpoint_and_counts_stay_exact(n
                                "scaling.resources_per_worker={gpu_node: 0.001}",
                                "preprocess.actors.resources={cpu_node: 0.001}"), tmp_path)
     # Evaluation 1 is printed once a checkpoint covers it (runtime/epoch_ledger.py): kill after.
-    wait(lambda: re.search(r"\] eval\s+1\s+epoch", d.output), "evaluation 1 checkpointed", 300)
+    wait(lambda: re.search(r"\] eval\s+1\s+epoch", d.output) or d.proc.poll() is not None,
+         "evaluation 1 checkpointed", 300)
+    assert d.proc.poll() is None, d.output[-3000:]
     (worker,) = alive(nodes, "RayTrainWorker")
     lost, killed_at = lose_node_of(nodes, worker)
     assert lost == "gpu_worker"
