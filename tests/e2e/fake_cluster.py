@@ -36,7 +36,7 @@ def fake_autoscaling_config(cluster_yaml: Path, gcs_address: str, worker_cpus: d
         resources = {k: v for k, v in t["resources"].items() if k != "GPU"}
         if name == src["head_node_type"]:
             types[FAKE_HEAD_NODE_TYPE] = {"resources": resources, "node_config": {}, "max_workers": 0}
-        else:
+        elif name in worker_cpus:  # the types a test names (cpu_spot_worker is cpu_worker's twin)
             resources.update(CPU=worker_cpus[name], object_store_memory=OBJECT_STORE)
             types[name] = {"resources": resources, "node_config": {}, "min_workers": t["min_workers"],
                            "max_workers": t["max_workers"]}

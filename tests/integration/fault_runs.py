@@ -45,10 +45,11 @@ def echoray_bin() -> str:
 
 class Driver:
     """`echoray ARGS` in a subprocess attached to the tests' local Ray (as a `ray job submit`
-    driver attaches), its output collected line by line with each line's arrival time."""
+    driver attaches), its output collected line by line with each line's arrival time.
+    `env`: the driver's whole environment instead (another Ray's address and token)."""
 
-    def __init__(self, args: list[str], cwd: Path):
-        env = {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
+    def __init__(self, args: list[str], cwd: Path, env: dict | None = None):
+        env = env or {**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
         self.proc = subprocess.Popen([echoray_bin(), *args], cwd=cwd, env=env, text=True,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.lines: list[tuple[float, str]] = []

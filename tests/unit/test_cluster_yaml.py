@@ -24,18 +24,19 @@ def prepared(raw) -> dict:
 
 def test_work_is_tagged_to_worker_types_that_scale_from_zero(prepared):
     types = prepared["available_node_types"]
-    assert set(types) == {"head", "cpu_worker", "gpu_worker"} and prepared["head_node_type"] == "head"
+    assert set(types) == {"head", "cpu_worker", "cpu_spot_worker", "gpu_worker"} and prepared["head_node_type"] == "head"
     assert types["head"]["resources"] == {"CPU": 2}  # small driver tasks only: it has no tag
-    assert types["cpu_worker"]["resources"] == {"cpu_node": 1}
+    assert types["cpu_worker"]["resources"] == types["cpu_spot_worker"]["resources"] == {"cpu_node": 1}
     assert types["gpu_worker"]["resources"] == {"gpu_node": 1}
-    for name in ("cpu_worker", "gpu_worker"):
+    for name in ("cpu_worker", "cpu_spot_worker", "gpu_worker"):
         assert types[name]["min_workers"] == 0 < types[name]["max_workers"] <= prepared["max_workers"]
 
 
 def test_the_cluster_pipeline_asks_for_the_node_types_resources(repo, raw):
     cfg = load_config(repo / "pipelines" / "cluster_digits.yaml")
     offered = {name: set(t["resources"]) for name, t in raw["available_node_types"].items()}
-    assert [n for n, res in offered.items() if set(cfg.preprocess.actors.resources) <= res] == ["cpu_worker"]
+    assert [n for n, res in offered.items() if set(cfg.preprocess.actors.resources) <= res] == [
+        "cpu_worker", "cpu_spot_worker"]
     assert [n for n, res in offered.items() if set(cfg.scaling.resources_per_worker) <= res] == ["gpu_worker"]
     assert cfg.scaling.use_gpu is True
 
@@ -61,6 +62,14 @@ def test_setup_installs_the_project_on_every_node(prepared):
 def test_worker_nodes_reach_the_bucket_with_an_instance_profile(prepared):
     """Checkpoints and data are in S3 on a cluster: workers get a role, never copied keys."""
     types = prepared["available_node_types"]
-    for name in ("cpu_worker", "gpu_worker"):
+    for name in ("cpu_worker", "cpu_spot_worker", "gpu_worker"):
         assert types[name]["node_config"]["IamInstanceProfile"] == {"Name": "echoray-s3"}
     assert not any("AWS_SECRET_ACCESS_KEY" in c for c in prepared["setup_commands"])
+
+
+def test_spot_nodes_preprocess_only(prepared):
+    """Spot instances (which the cloud may take back) only for preprocessing, whose loss
+    costs time, not counts (tests/e2e/test_node_lost.py); training and the head on demand."""
+    types = prepared["available_node_types"]
+    spot = [n for n, t in types.items() if t["node_config"].get("InstanceMarketOptions", {}).get("MarketType") == "spot"]
+    assert spot == ["cpu_spot_worker"]
