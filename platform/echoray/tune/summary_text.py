@@ -15,7 +15,10 @@ def _params(p: dict[str, Any]) -> str:
 def print_search(s: dict[str, Any]) -> None:
     t = s["target"]
     sign = "<=" if t.get("direction") == "lower is better" else ">="  # echoray/metrics.py
-    say(f"objective: fewest fresh examples to reach {t['metric']} {sign} {t['value']}")
+    if t["value"] is None:
+        say("objective: none (train.target is null): no trial can reach a target, none is best")
+    else:
+        say(f"objective: fewest fresh examples to reach {t['metric']} {sign} {t['value']}")
     for rep in s["repeats"]:
         b = rep["best"]
         counts = f"{rep['reached']}/{rep['trials']} reached, {rep['errors']} failed"
