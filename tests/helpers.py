@@ -6,6 +6,7 @@ import importlib.util
 import random
 import socket
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -23,6 +24,19 @@ def load_benchmark(name: str):
     sys.modules[name] = mod
     spec.loader.exec_module(mod)
     return mod
+
+def wait_for(predicate, what: str, timeout_s: float = 300, interval_s: float = 0.1):
+    """`predicate()`'s first truthy value, polled every `interval_s`; AssertionError naming
+    `what` when none came within `timeout_s`. The one wait on a condition of the tiers."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+        time.sleep(interval_s)
+
 
 # Below the kernel's ephemeral range (ip_local_port_range, 32768-60999 here) and above Ray's
 # worker ports (10002-19999 by default): a port handed out here is not taken meanwhile by

@@ -95,16 +95,6 @@ def alive_actors(class_part: str) -> list:
     return [a for a in actors if class_part in a.class_name]
 
 
-def wait_for(predicate, what: str, timeout_s: float = 300):
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def assert_exact_counts(summary: dict, run_dir: Path, n_train: int, epochs: int, copies: int, batch: int) -> None:
     """An integer echo factor over whole read-plan epochs, as an unfailed run of any seed
     trains it: every (epoch, sample) of every epoch exactly `copies` times, each copy once;

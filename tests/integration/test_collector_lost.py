@@ -24,9 +24,10 @@ from fault_runs import (
     assert_exact_counts,
     echoray_bin,
     train_args,
-    wait_for,
 )
 from mlflow.tracking import MlflowClient
+
+from helpers import wait_for
 
 STEPS_PER_EPOCH = N_TRAIN * COPIES // BATCH
 

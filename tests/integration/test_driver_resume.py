@@ -27,6 +27,7 @@ import ray
 from mlflow.tracking import MlflowClient
 
 from echoray.data.echo import batch_repeats
+from helpers import wait_for
 
 N_EPOCHS, N_TRAIN, BATCH = 6, 640, 32  # read-plan epochs: 20 batches each, the whole stream consumed
 REPEATS = [batch_repeats(0, i, 1.5) for i in range(N_EPOCHS * N_TRAIN // BATCH)]  # seed 0
@@ -71,15 +72,6 @@ class Driver:
     @property
     def output(self) -> str:
         return "".join(self.lines)
-
-
-def wait_for(predicate, what, timeout_s=300):
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def logged(client, run_id):

@@ -21,8 +21,9 @@ from fault_runs import (
     alive_actors,
     assert_exact_counts,
     train_args,
-    wait_for,
 )
+
+from helpers import wait_for
 
 STEPS = N_TRAIN * EPOCHS * COPIES // BATCH
 

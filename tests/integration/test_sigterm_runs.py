@@ -22,13 +22,6 @@ KINDS = {
 }
 
 
-def wait_until(predicate, timeout_s=300):
-    deadline = time.time() + timeout_s
-    while not predicate():
-        assert time.time() < deadline, "timed out"
-        time.sleep(0.1)
-
-
 # One process of each kind, the two moments shared out (seed 0: 1.69 s, seed 1: 0.27 s
 # after training started). Both seeds for every kind made 6 processes of 15-28 s each,
 # 2.8 min of the tier.

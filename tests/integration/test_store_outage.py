@@ -21,12 +21,14 @@ import os
 import signal
 import time
 
+import psutil
 import pytest
 import ray  # noqa: F401 - the local_ray fixture's
 from mlflow.tracking import MlflowClient
-from test_driver_resume import Driver, logged, wait_for
+from test_driver_resume import Driver, logged
 
 from echoray.storage import REQUEST_TIMEOUT_S
+from helpers import wait_for
 
 RETRY_S = 10
 # The short outage must outlast any request in flight when the freeze starts, so that one
@@ -87,6 +89,14 @@ def start(tmp_path, name, source_args, retry_s=RETRY_S):
     wait_for(lambda: alive(lambda: any(ln.startswith("[echoray] eval   1 ") for ln in d.lines)),
              "the first evaluation", timeout_s=120)
     return d, run, client, run_id
+
+
+def held_requests_answered(s3) -> bool:
+    """No connection to the S3 server is left whose client has gone (CLOSE_WAIT, accepted or
+    still in the listen queue): the server has handled and closed every request it held
+    while frozen, such as a checkpoint index write of the failed run."""
+    return not [c for c in psutil.net_connections("tcp")
+                if c.laddr and c.laddr.port == s3.port and c.status == psutil.CONN_CLOSE_WAIT]
 
 
 def checkpoint_index(s3, runs, run, where):
@@ -166,7 +176,7 @@ def test_an_outage_longer_than_retry_s_fails_the_run_and_resume_finishes_it(loca
     assert client.get_run(run_id).info.status == "FAILED" and not (run / "summary.json").exists()
 
     # the checkpoints before the outage are whole; the index names no other
-    time.sleep(1)  # requests the frozen server held are answered once it runs again
+    wait_for(lambda: held_requests_answered(s3), "the requests the frozen server held to be answered", timeout_s=60)
     index = checkpoint_index(s3, runs, run, where)
     if where == "checkpoint write":
         keys = s3.keys(f"{runs}/run/train_local")

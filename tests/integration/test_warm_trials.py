@@ -19,6 +19,7 @@ from test_train_pipeline import assert_final_model
 from echoray.config_load import load_config
 from echoray.data.sources import index_source
 from echoray.tune.search_run import TRIAL_DRIVER_RESOURCES, warm_trial_resources
+from helpers import wait_for
 
 SEARCH = Path(__file__).parents[2] / "pipelines" / "digits_search.yaml"
 SMALL = ["train.max_epochs=2", "train.target=null", "audit.enabled=true", "train.batch_size=32",
@@ -58,14 +59,6 @@ def alive(class_name: str) -> int:
     return actors(class_name, "ALIVE")
 
 
-def wait_for(predicate, what: str, timeout_s: float = 60):
-    """Poll `predicate` until it holds (ray.kill and a stream's shutdown are asynchronous)."""
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
-
-
 def test_two_runs_in_one_actor_match_a_ray_train_run_and_leave_nothing_behind(
         run_pipeline, sqlite_uri, tmp_path):
     overrides = [f"tracking.uri={sqlite_uri}", *SMALL]
@@ -103,8 +96,8 @@ def test_two_runs_in_one_actor_match_a_ray_train_run_and_leave_nothing_behind(
     # again). The first-step times this saves are measured in benchmarks/tune_overhead.py.
     assert pid0 == pid1 and actors("TrialActor") == trial_actors + 1
     assert actors("RayTrainWorker") == train_workers
-    wait_for(lambda: alive("RunCollector") <= collectors, "the runs' collectors to exit")
-    wait_for(lambda: alive("MapWorker(MapBatches(Preprocess))") == 0, "the preprocessing actors to exit")
+    wait_for(lambda: alive("RunCollector") <= collectors, "the runs' collectors to exit", timeout_s=60)
+    wait_for(lambda: alive("MapWorker(MapBatches(Preprocess))") == 0, "the preprocessing actors to exit", timeout_s=60)
     ray.kill(actor)
 
 

@@ -22,6 +22,7 @@ from ray.util.state import list_actors
 
 from echoray.config_load import load_config
 from echoray.train.checkpoint import read_meta
+from helpers import wait_for
 
 N_TRAIN, BATCH = 1438, 64  # digits
 
@@ -40,16 +41,6 @@ def train_in_background(cfg, out):
     thread = threading.Thread(target=target, daemon=True)
     thread.start()
     return thread, box
-
-
-def wait_for(predicate, timeout_s, what):
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def logged_epochs(client, run_id):
@@ -83,10 +74,10 @@ def test_killed_worker_is_replaced_and_counts_stay_exact(local_ray, s3, tmp_path
     out = tmp_path / "run"
     thread, box = train_in_background(cfg, out)
     run_id = wait_for(lambda: (out / "run.json").exists() and json.loads((out / "run.json").read_text())[
-        "mlflow_run_id"], 300, "the MLflow run")
+        "mlflow_run_id"], "the MLflow run")
     client = MlflowClient(sqlite_uri)
     # Epoch 1 is logged once its checkpoint is registered: kill the worker in the epochs after it.
-    wait_for(lambda: len(logged_epochs(client, run_id)) >= 1, 300, "a checkpointed epoch")
+    wait_for(lambda: len(logged_epochs(client, run_id)) >= 1, "a checkpointed epoch")
     pid = train_worker_pid()
     assert pid is not None, "the run ended before its worker could be killed"
     killed_at = time.time()
