@@ -83,8 +83,8 @@ def ray_head():
     finally:
         # After the session's jobs the leader did not exit within 30 s of its SIGTERM
         # (measured: 33.7 s of teardown after test_tune_job.py, against ~5 s for an idle
-        # head); the tests are done with it, so its group gets SIGTERM after 5 s.
-        stop_process_group(proc, grace_s=5)
+        # head); the tests are done with it (fake_cluster.GRACE_S).
+        stop_process_group(proc)
         log.close()
         shutil.rmtree(tmp, ignore_errors=True)
 

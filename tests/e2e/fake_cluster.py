@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import psutil
@@ -75,28 +74,34 @@ def head_command(ray_bin: Path, tmp: Path, gcs_port: int, dash_port: int, head_c
             f"--temp-dir={tmp}", "--disable-usage-stats", f"--autoscaling-config={config_path}"]
 
 
-def stop_cluster(head: subprocess.Popen, tmp: Path, grace_s: float = 10) -> list[int]:
+# Teardown of servers the tests are done with: nothing they check depends on a graceful
+# stop, so every process gets SIGTERM at once and SIGKILL what is left after GRACE_S.
+# (`ray start --block` stopping its processes one by one on SIGTERM took 10-15 s per head,
+# the GCS and the autoscaler waiting out their own timeouts: 11-15 s of teardown per e2e
+# head in CI, where the GCS and raylet were SIGKILLed anyway.)
+GRACE_S = 2.0
+
+
+def stop_pids(pids: set[int], grace_s: float = GRACE_S) -> list[int]:
+    """SIGTERM to every process of `pids` still running, SIGKILL to those left after
+    `grace_s`; returns the pids that needed SIGKILL."""
+    procs = [p for p in map(_process, pids) if p is not None]
+    for p in procs:
+        _signal(p, signal.SIGTERM)
+    _, alive = psutil.wait_procs(procs, timeout=grace_s)
+    for p in alive:
+        _signal(p, signal.SIGKILL)
+    psutil.wait_procs(alive, timeout=10)
+    return sorted(p.pid for p in alive)
+
+
+def stop_cluster(head: subprocess.Popen, tmp: Path, grace_s: float = GRACE_S) -> list[int]:
     """Stop the head and every node the autoscaler started: the head's process tree plus any
     process naming this cluster's temp dir (never another cluster's). Returns the pids that
     were still running after the grace period and got SIGKILL."""
-    mine = _descendants(head.pid) | _naming(str(tmp))
-    if head.poll() is None:
-        os.kill(head.pid, signal.SIGTERM)  # `ray start --block` stops its processes in order
-        try:
-            head.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            pass
-    deadline = time.time() + 5
-    while time.time() < deadline and _alive(mine):
-        time.sleep(0.5)
-    killed = sorted(_alive(mine | _naming(str(tmp))))
-    for pid in killed:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    if head.poll() is None:
-        head.wait(timeout=10)
+    killed = stop_pids({head.pid} | _descendants(head.pid) | _naming(str(tmp)), grace_s)
+    killed += stop_pids(_naming(str(tmp)), grace_s)  # a node the autoscaler was launching meanwhile
+    head.wait(timeout=10)
     return killed
 
 
@@ -118,47 +123,33 @@ def _naming(text: str) -> set[int]:
     return found - {os.getpid()}
 
 
-def _alive(pids: set[int]) -> set[int]:
+def stop_process_group(proc: subprocess.Popen, grace_s: float = GRACE_S) -> None:
+    """Stop a server started with start_new_session: its leader, its descendants (Ray's
+    workers have process groups of their own) and whatever else is in its process group."""
+    stop_pids({proc.pid} | _descendants(proc.pid) | _group(proc.pid), grace_s)
+    proc.wait(timeout=10)
+
+
+def _process(pid: int) -> psutil.Process | None:
+    try:
+        return psutil.Process(pid)
+    except psutil.NoSuchProcess:
+        return None
+
+
+def _signal(p: psutil.Process, sig: int) -> None:
+    try:
+        p.send_signal(sig)
+    except psutil.NoSuchProcess:
+        pass
+
+
+def _group(pgid: int) -> set[int]:
     out = set()
-    for pid in pids:
+    for p in psutil.process_iter(["pid"]):
         try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                out.add(pid)
-        except psutil.NoSuchProcess:
+            if os.getpgid(p.info["pid"]) == pgid:
+                out.add(p.info["pid"])
+        except (ProcessLookupError, PermissionError):
             pass
     return out
-
-
-def stop_process_group(proc: subprocess.Popen, grace_s: float = 30) -> None:
-    """Stop a server started with start_new_session: SIGTERM to its leader, then SIGTERM and
-    (after 5 s) SIGKILL to whatever is left of its process group.
-
-    The leader first: `ray start --block` stops its processes in order on SIGTERM (all gone
-    in ~5 s), while SIGTERM to the whole group at once left its GCS and autoscaler running
-    until the SIGKILL 30 s later (measured: 30 s of every e2e session's teardown)."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            pass
-    for sig, wait_s in ((signal.SIGTERM, 5), (signal.SIGKILL, 0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
-        deadline = time.time() + wait_s
-        while time.time() < deadline and _group_alive(proc.pid):
-            time.sleep(0.2)
-    if proc.poll() is None:
-        proc.wait()
-
-
-def _group_alive(pgid: int) -> bool:
-    for p in psutil.process_iter(["pid", "status"]):
-        try:
-            if os.getpgid(p.info["pid"]) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
-                return True
-        except (ProcessLookupError, PermissionError, psutil.NoSuchProcess):
-            pass
-    return False

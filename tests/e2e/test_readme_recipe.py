@@ -27,7 +27,6 @@ import re
 import secrets
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -35,6 +34,7 @@ import urllib.request
 from pathlib import Path
 
 import psutil
+from fake_cluster import stop_pids
 from mlflow.tracking import MlflowClient
 
 from helpers import REPO, free_port
@@ -109,19 +109,12 @@ def wait_health(url: str, proc: subprocess.Popen, timeout_s: float = 300) -> Non
 
 
 def stop_session(sid: int) -> None:
-    """SIGTERM every process of the session (Ray's workers have process groups of their own,
-    in the session `ray start` ran in), SIGKILL what is left after 15 s; only ours."""
-    def members() -> list[psutil.Process]:
-        return [p for p in psutil.process_iter() if _sid(p) == sid]
+    """Stop every process of the session (Ray's workers have process groups of their own,
+    in the session `ray start` ran in) as fake_cluster.stop_pids does; only ours."""
+    def members() -> set[int]:
+        return {p.pid for p in psutil.process_iter() if _sid(p) == sid}
 
-    for sig, wait_s in ((signal.SIGTERM, 15), (signal.SIGKILL, 10)):
-        alive = members()
-        for p in alive:
-            try:
-                p.send_signal(sig)
-            except psutil.Error:
-                pass
-        psutil.wait_procs(alive, timeout=wait_s)
+    stop_pids(members())
     assert not members()
 
 
