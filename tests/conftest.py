@@ -17,9 +17,12 @@ from s3_server import S3Server  # noqa: E402
 
 sys.path.insert(0, str(REPO / "platform"))  # also works before `pip install -e .`
 # benchmarks/ importable here and in every process the tests start (a local Ray's inherit
-# the environment): the slow store is a reader by import path, slow_store:SlowStore.
+# the environment): the slow store is a reader by import path, slow_store:SlowStore. And
+# examples/ in those processes, as its YAML files ask of every node (my_ops, my_model,
+# my_reader by import path): test_examples.py's runs attach to the tests' local Ray.
 sys.path.append(str(REPO / "benchmarks"))
-os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO / "benchmarks")]))
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"), str(REPO / "benchmarks"),
+                                                         str(REPO / "examples")]))
 
 
 def pytest_collection_modifyitems(items):

@@ -15,18 +15,17 @@ import ray
 from helpers import REPO
 
 
-def env(*extra, attach=False):
-    """`attach`: RAY_ADDRESS of the tests' local Ray, as a `ray job submit` driver has it (no
-    Ray start and stop of its own); else the example starts its own Ray, whose workers get
-    the examples folder on their PYTHONPATH (the YAML's ops and model are imported there)."""
+def env(*extra):
+    """RAY_ADDRESS of the tests' local Ray, as a `ray job submit` driver has it (no Ray start
+    and stop of its own; its workers have examples/ on their PYTHONPATH, tests/conftest.py,
+    as the YAML examples ask of every node); `extra` on the driver's own PYTHONPATH."""
     paths = [str(REPO / "platform"), *map(str, extra), os.environ.get("PYTHONPATH", "")]
-    ray_address = {"RAY_ADDRESS": ray.get_runtime_context().gcs_address} if attach else {}
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p), "RAY_TRAIN_V2_ENABLED": "1",
-            **ray_address}
+            "RAY_ADDRESS": ray.get_runtime_context().gcs_address}
 
 
-def run(args, cwd, extra_path=(), attach=False):
-    out = subprocess.run([sys.executable, *args], cwd=cwd, env=env(*extra_path, attach=attach), capture_output=True, text=True,
+def run(args, cwd, extra_path=()):
+    out = subprocess.run([sys.executable, *args], cwd=cwd, env=env(*extra_path), capture_output=True, text=True,
                          timeout=900)
     assert out.returncode == 0, (out.stdout[-3000:], out.stderr[-6000:])
     return out
@@ -37,7 +36,7 @@ def test_ray_train_loop_example_counts_exactly(local_ray, tmp_path):
     import echoray.data as ed
     import echoray.train as et
 
-    run([str(REPO / "examples" / "ray_train_loop.py"), "--out", str(tmp_path / "out")], tmp_path, attach=True)
+    run([str(REPO / "examples" / "ray_train_loop.py"), "--out", str(tmp_path / "out")], tmp_path)
     ranks = [json.loads((tmp_path / "out" / f"rank{r}.json").read_text()) for r in range(2)]
     leader, member = ranks
     assert (leader["member"], leader["reads"], member["member"], member["reads"]) == (0, True, 1, False)
@@ -82,7 +81,7 @@ echoray.api.train(None, {**base, "source.limit": 128, "echo.stage": "after_augme
 """
 
 
-def test_custom_model_ops_and_reader_through_the_yaml(tmp_path, sqlite_uri):
+def test_custom_model_ops_and_reader_through_the_yaml(local_ray, tmp_path, sqlite_uri):
     sys.path.insert(0, str(REPO / "examples"))
     from my_reader import write_digits
 
