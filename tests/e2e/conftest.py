@@ -98,7 +98,10 @@ def mlflow_server():
            "--backend-store-uri", f"sqlite:///{tmp / 'mlflow.db'}",
            "--artifacts-destination", str(tmp / "artifacts"), "--workers", "1"]
     log = open(tmp / "server.log", "w")
-    proc = subprocess.Popen(cmd, env=_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    # No runner of MLflow's server-side jobs (on by default: a consumer process beside the
+    # server), which echoray's runs and the UI's run pages do not use.
+    env = {**_env(), "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         _wait_http(f"http://127.0.0.1:{port}/health", 300, proc)  # 51 s seen at load 20
         yield f"http://127.0.0.1:{port}"

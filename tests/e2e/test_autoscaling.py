@@ -31,7 +31,7 @@ from test_job_submit import job_id_of, submit
 from helpers import REPO, free_port
 
 BIN = Path(sys.executable).parent
-IDLE_TIMEOUT_MIN = 0.25  # 15 s, so the test sees the scale-down; cluster.yaml has 5 min
+IDLE_TIMEOUT_MIN = 0.1  # 6 s, so the test sees the scale-down soon; cluster.yaml has 5 min
 KINDS = {"cpu_node": "cpu_worker", "gpu_node": "gpu_worker"}  # cluster.yaml's tags
 # The fake nodes share this machine's disk and the head's session folder, and each node's
 # runtime-env agent unpacks an uploaded working_dir with overwrite=True (Ray 2.60,

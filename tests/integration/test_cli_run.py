@@ -3,12 +3,14 @@ embedded default reaches the digits target and prints only echoray's lines (the 
 go to RUN_DIR/console.log); a plan that cannot fit exits 2."""
 
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import ray
 from mlflow.tracking import MlflowClient
 
 
@@ -48,7 +50,7 @@ def test_plan_that_cannot_fit_this_machine_exits_2_naming_the_shortfall(tmp_path
     assert runs == []
 
 
-def test_bench_input_prints_echoray_lines_only_and_names_its_log(tmp_path):
+def test_bench_input_prints_echoray_lines_only_and_names_its_log(local_ray, tmp_path):
     out = subprocess.run([echoray_bin(), "bench-input", "--seconds", "2"], cwd=tmp_path, capture_output=True,
                          text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
@@ -69,6 +71,9 @@ def test_bench_input_prints_echoray_lines_only_and_names_its_log(tmp_path):
         assert log.stat().st_size > 0 and f"echoray: Ray's and MLflow's messages of this run: {log}" in out.stderr
     else:
         assert "messages of this run" not in out.stderr
+    # --verbose on the tests' local Ray (as a `ray job submit` driver attaches; no Ray start of
+    # its own, whose quiet console the run above proved): the libraries' lines stay here.
     verbose = subprocess.run([echoray_bin(), "bench-input", "--seconds", "2", "--verbose"], cwd=tmp_path,
+                             env={**os.environ, "RAY_ADDRESS": ray.get_runtime_context().gcs_address},
                              capture_output=True, text=True, timeout=600)
     assert verbose.returncode == 0 and "Ray's and MLflow's messages" not in verbose.stdout

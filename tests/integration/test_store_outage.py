@@ -41,7 +41,7 @@ RETRY_S = 10
 BODY_TIMEOUT_S = 10 + REQUEST_TIMEOUT_S  # the upload fails, then the check of it does
 SHORT_S = BODY_TIMEOUT_S + 3
 SHORT_RETRY_S = SHORT_S + 4
-EPOCHS, BATCH = 8, 32
+EPOCHS, BATCH = 4, 32  # the freeze falls after epoch 1 (or its checkpoint): three epochs left to meet it
 CKPT_FILES = {"meta.json", "model.pt", "rank_0.json", "rank_0.pt", "consumed_0.npz"}
 assert REQUEST_TIMEOUT_S + 1 < RETRY_S and BODY_TIMEOUT_S < SHORT_S < SHORT_RETRY_S
 
@@ -149,7 +149,8 @@ def test_an_outage_shorter_than_retry_s_is_waited_out(local_ray, s3, s3_data, tm
             f"{runs.removeprefix('s3://')}/run/train_local/checkpoints.json").read())
         assert [k["epoch"] for k in kept] == [EPOCHS - 1, EPOCHS]  # the last two checkpoints are kept
         keys = s3.keys(f"{runs}/run/train_local")
-        assert sorted({k.split("/")[0] for k in keys}) == ["checkpoint_000007", "checkpoint_000008", "checkpoints.json"]
+        assert sorted({k.split("/")[0] for k in keys}) == [f"checkpoint_{EPOCHS - 1:06d}", f"checkpoint_{EPOCHS:06d}",
+                                                           "checkpoints.json"]
 
 
 # "checkpoint write": the epoch whose checkpoint write failed was logged to MLflow by the
