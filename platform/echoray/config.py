@@ -323,7 +323,7 @@ class TrainConfig(Section):
     """Seconds between progress lines between evaluations (also logged to MLflow); 0: evaluation lines only."""
     # Where Ray Train writes checkpoints (a folder per run inside it): a local folder, a
     # shared mount, or an object store URI (s3://bucket/runs). null: the run folder, which
-    # serves one node; a cluster needs storage every node reads (see echoray/storage.py).
+    # serves one node; a cluster needs storage every node reads (see echoray/storage/fs.py).
     storage_path: str | None = None
     """Where checkpoints go: a local folder, a shared mount or an object store URI; null: the run folder (one node)."""
     # A local storage_path that is shared storage on every node although its mount type
@@ -333,7 +333,7 @@ class TrainConfig(Section):
 
     def store_retry_s(self) -> float:
         """How long reads and checkpoint writes retry an object store that stops answering or
-        returns 5xx / SlowDown (echoray/storage_retry.py): half of stall_timeout_s, so a
+        returns 5xx / SlowDown (echoray/storage/retry.py): half of stall_timeout_s, so a
         store that stays down fails the run naming its URI before the stall watch ends it."""
         return self.stall_timeout_s / 2
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-# An outage a reader gave up on (storage_retry.StoreUnavailable) reaches the driver inside
+# An outage a reader gave up on (storage/retry.py StoreUnavailable) reaches the driver inside
 # Ray Data's "UDF failed to process a data block" error, whose last line names no URI; the
 # worker's traceback in its text still holds the outage's own line.
 _OUTAGE = re.compile(r"^(?:[\w.]+\.)?StoreUnavailable: (.+)$", re.MULTILINE)

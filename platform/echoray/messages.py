@@ -12,7 +12,7 @@ from typing import Any
 
 from echoray.config import PipelineConfig
 from echoray.data.sources import SourceIndex
-from echoray.locations import in_ray_job
+from echoray.storage.locations import in_ray_job
 
 
 def say(msg: str) -> None:

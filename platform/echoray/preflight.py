@@ -13,11 +13,11 @@ import ray
 
 from echoray.config import PipelineConfig
 from echoray.config_load import ConfigError
-from echoray.locations import runs_root
 from echoray.messages import say
 from echoray.runtime.placement import fit_placement
 from echoray.runtime.resources import format_shortfall, plan_resources, shortfall
-from echoray.storage import StorageError, require_shared_storage
+from echoray.storage.fs import StorageError, require_shared_storage
+from echoray.storage.locations import runs_root
 
 
 def new_run_dir(cfg: PipelineConfig, out: str | None) -> Path:

@@ -28,7 +28,7 @@ from typing import Any
 from echoray.config import PipelineConfig
 from echoray.config_load import ConfigError, flatten, load_config
 from echoray.records import CheckpointMeta
-from echoray.storage import StorageError, is_uri, open_location
+from echoray.storage.fs import StorageError, is_uri, open_location
 
 RUN_STATE = "run.json"
 

@@ -46,7 +46,7 @@ from echoray.runtime.monitor import (
 from echoray.runtime.node_metrics import node_tracking
 from echoray.runtime.progress import EpochClock, LiveProgress, progress_line, progress_metrics
 from echoray.runtime.session import start_ray
-from echoray.storage import checkpoint_location, is_uri, open_location
+from echoray.storage.fs import checkpoint_location, is_uri, open_location
 from echoray.summary import build_summary, fault_summary, write_json_atomic
 from echoray.tracking import RunLogger, check_reachable, tracking_uri
 from echoray.tracking_datasets import log_datasets

@@ -14,7 +14,7 @@ import urllib.request
 from pathlib import Path
 
 from echoray.config import PipelineConfig
-from echoray.locations import default_sqlite_uri
+from echoray.storage.locations import default_sqlite_uri
 
 
 class TrackingError(RuntimeError):
@@ -23,7 +23,7 @@ class TrackingError(RuntimeError):
 
 def tracking_uri(cfg: PipelineConfig) -> str:
     """config tracking.uri, else MLFLOW_TRACKING_URI, else sqlite:///mlflow.db in the cwd
-    (in a Ray job: in ~/echoray, see locations.py)."""
+    (in a Ray job: in ~/echoray, see storage/locations.py)."""
     uri = cfg.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI")
     if uri:
         return uri

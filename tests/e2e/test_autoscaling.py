@@ -128,7 +128,7 @@ def test_autoscaler_launches_node_types_places_work_and_scales_down(fake_cluster
                  "--set", "train.max_epochs=2", "--set", "train.target=null",
                  "--set", "tracking.experiment=autoscaling", "--out", str(out),
                  # The fake nodes are processes on this one machine: the run folder is on every
-                 # node's disk, which is what storage_shared declares (echoray/storage.py).
+                 # node's disk, which is what storage_shared declares (echoray/storage/fs.py).
                  "--set", "train.storage_shared=true", working_dir=WORKING_DIR)
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
     job = JobSubmissionClient(c["dashboard"], headers={"Authorization": f"Bearer {c['token']}"}).get_job_info(

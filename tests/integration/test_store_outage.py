@@ -27,7 +27,7 @@ import ray  # noqa: F401 - the local_ray fixture's
 from mlflow.tracking import MlflowClient
 from test_driver_resume import Driver, logged
 
-from echoray.storage import REQUEST_TIMEOUT_S
+from echoray.storage.fs import REQUEST_TIMEOUT_S
 from helpers import wait_for
 
 RETRY_S = 10

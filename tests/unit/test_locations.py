@@ -3,8 +3,8 @@
 import sys
 from pathlib import Path
 
-from echoray.locations import JOB_ENV, default_sqlite_uri, in_ray_job, runs_root
 from echoray.messages import mlflow_command, where_lines
+from echoray.storage.locations import JOB_ENV, default_sqlite_uri, in_ray_job, runs_root
 
 SUMMARY = {"run_dir": "/home/u/echoray/runs/digits-1", "mlflow_run_id": "abc", "mlflow_experiment_id": "7",
            "mlflow_artifact_uri": "mlflow-artifacts:/7/abc/artifacts"}

@@ -1,4 +1,4 @@
-"""The retrying filesystem (echoray/retrying_fs.py) Ray Train and Tune write through: the
+"""The retrying filesystem (echoray/storage/retrying_fs.py) Ray Train and Tune write through: the
 same files as the wrapped filesystem, each call retried under the store retry time (half of train.stall_timeout_s), and an
 upload whole or not at all. The outage case freezes the tests' S3 server (SIGSTOP) in
 the middle of a write, as tests/integration/test_store_outage.py does for whole runs."""
@@ -16,9 +16,9 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pytest
 
-from echoray.retrying_fs import RetryingHandler, retrying
-from echoray.storage import REQUEST_TIMEOUT_S, bounded, open_location
-from echoray.storage_retry import StoreUnavailable
+from echoray.storage.fs import REQUEST_TIMEOUT_S, bounded, open_location
+from echoray.storage.retry import StoreUnavailable
+from echoray.storage.retrying_fs import RetryingHandler, retrying
 
 
 def local_retrying(retry_s=5.0):

@@ -8,7 +8,7 @@ import pytest
 
 from echoray.config_load import load_config
 from echoray.data.sources import index_source, open_reader
-from echoray.storage import (
+from echoray.storage.fs import (
     StorageError,
     checkpoint_location,
     network_mount,

@@ -1,4 +1,4 @@
-"""The object store retry policy (echoray/storage_retry.py): its exact schedule, what it
+"""The object store retry policy (echoray/storage/retry.py): its exact schedule, what it
 retries and what not, on errors raised by pyarrow's S3 filesystem itself against real
 sockets: a closed port (connection refused), a listener that accepts and never answers
 (a frozen server), and a minimal HTTP endpoint answering with the status codes S3 sends
@@ -15,8 +15,8 @@ import pytest
 
 from echoray.data.sources.base import SourceIndex
 from echoray.data.sources.retrying import RetryingReader, retrying
-from echoray.storage import REQUEST_TIMEOUT_S, StorageError, open_location
-from echoray.storage_retry import RetryPolicy, StoreUnavailable, retryable
+from echoray.storage.fs import REQUEST_TIMEOUT_S, StorageError, open_location
+from echoray.storage.retry import RetryPolicy, StoreUnavailable, retryable
 
 
 class Clock:
@@ -223,7 +223,7 @@ def test_an_outage_inside_a_wrapped_error_is_described_by_its_own_line():
     from echoray.failures import describe_failure
 
     wrapped = RuntimeError("Traceback (most recent call last):\n  ...\n"
-                           "echoray.storage_retry.StoreUnavailable: source.path s3://b/d: the object store did not "
+                           "echoray.storage.retry.StoreUnavailable: source.path s3://b/d: the object store did not "
                            "answer for 13 s (retried for 10 s, half of train.stall_timeout_s): AWS Error NETWORK_CONNECTION\n\nThe above exception "
                            "was the direct cause of the following exception:\n\n"
                            "ray.exceptions.UserCodeException: UDF failed to process a data block.")

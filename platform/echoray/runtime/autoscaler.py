@@ -1,5 +1,5 @@
 """Whether an autoscaler can add nodes to the connected cluster (runtime/placement.py and
-the shared-storage rule in storage.py ask). No echoray import: both sides use it."""
+the shared-storage rule in storage/fs.py ask). No echoray import: both sides use it."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ longer names them. Checkpoints come back as `ray.train.Checkpoint`s (path and py
 filesystem), the type the worker loop restores from either way.
 
 An object store that stops answering (or answers 5xx) is waited out for TrainConfig.store_retry_s
-(echoray/storage_retry.py) at each step of a save: reading the index, the upload (redone
+(echoray/storage/retry.py) at each step of a save: reading the index, the upload (redone
 whole: the folder is cleared first), the index write, the deletion of dropped ones.
 Past it the save raises StoreUnavailable naming the URI; the index still names only the
 checkpoints before the outage, so `--resume` continues from the last of them.
@@ -28,8 +28,8 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from echoray.storage import open_location, upload_folder
-from echoray.storage_retry import RetryPolicy, Transient
+from echoray.storage.fs import open_location, upload_folder
+from echoray.storage.retry import RetryPolicy, Transient
 
 DIR = "train_local"
 INDEX = "checkpoints.json"

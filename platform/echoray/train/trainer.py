@@ -16,10 +16,10 @@ from ray.train.torch import TorchConfig, TorchTrainer
 
 from echoray.config import PipelineConfig
 from echoray.data.sources import SourceIndex
-from echoray.retrying_fs import retrying
 from echoray.runtime.commit import CommitCallback
 from echoray.runtime.resources import ResourcePlan
-from echoray.storage import is_uri, open_location
+from echoray.storage.fs import is_uri, open_location
+from echoray.storage.retrying_fs import retrying
 from echoray.train import checkpoint
 from echoray.train.entry import train_loop_local, train_loop_per_worker
 from echoray.train.groups import GroupedDataConfig
@@ -49,7 +49,7 @@ def data_config(cfg: PipelineConfig) -> DataConfig:
 def train_storage(storage: str, retry_s: float):
     """(storage_path, storage_filesystem) for Ray Train's RunConfig: a folder as it is; an
     object store URI as its path and a filesystem whose every call waits out an outage for
-    `retry_s` (TrainConfig.store_retry_s; echoray/retrying_fs.py), so the workers' checkpoint uploads
+    `retry_s` (TrainConfig.store_retry_s; echoray/storage/retrying_fs.py), so the workers' checkpoint uploads
     and the controller's state writes retry as the in-process checkpoint writes do."""
     if not is_uri(storage):
         return storage, None
@@ -61,7 +61,7 @@ def build_trainer(
     cfg: PipelineConfig, idx: SourceIndex, plan: ResourcePlan, use_gpu: bool, collector, storage: str,
     local: dict | None = None, tracking: dict | None = None,
 ) -> TorchTrainer:
-    """`storage`: where the checkpoints go (echoray.storage.checkpoint_location), a folder or URI.
+    """`storage`: where the checkpoints go (echoray.storage.fs.checkpoint_location), a folder or URI.
     `local`: train in Ray Train's local mode (train/local_fit.py local_config), else a worker group.
     `tracking`: the worker nodes' system metrics (runtime/node_metrics.py node_tracking)."""
     per_worker = {k: v for k, v in plan.per_worker.items() if k != "GPU"}

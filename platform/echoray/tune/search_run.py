@@ -25,12 +25,12 @@ from echoray.config_load import ConfigError, flatten, validate
 from echoray.data.sources import index_source
 from echoray.data.text.run_files import share_tokenizer
 from echoray.failures import describe_failure
-from echoray.locations import runs_root
 from echoray.messages import say
 from echoray.metrics import metric_named
 from echoray.preflight import require_fits, resolve_gpu
 from echoray.runtime.resources import plan_resources, shortfall
 from echoray.runtime.session import start_ray
+from echoray.storage.locations import runs_root
 from echoray.summary import write_json_atomic
 from echoray.tracking import RunLogger, check_reachable, tracking_uri
 from echoray.train.local_mode import fits_local_mode

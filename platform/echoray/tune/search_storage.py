@@ -17,7 +17,7 @@ for training (echoray/storage.unshared_storage): Tune needs storage every node r
 
 The filesystem handed to Tune (RunConfig.storage_filesystem) is the one open_location
 builds from the standard AWS variables, with bounded connect/request timeouts, and every
-call under TrainConfig.store_retry_s (echoray/retrying_fs.py), as the search's own files are
+call under TrainConfig.store_retry_s (echoray/storage/retrying_fs.py), as the search's own files are
 (publish) and each trial's run folder (upload_run).
 """
 
@@ -31,8 +31,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from echoray.config_load import ConfigError
-from echoray.retrying_fs import retrying
-from echoray.storage import (
+from echoray.storage.fs import (
     StorageError,
     checkpoint_location,
     is_uri,
@@ -40,7 +39,8 @@ from echoray.storage import (
     require_shared_storage,
     upload_folder,
 )
-from echoray.storage_retry import RetryPolicy
+from echoray.storage.retry import RetryPolicy
+from echoray.storage.retrying_fs import retrying
 
 STATE_FILE = "search.json"
 KEY = "train.storage_path"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from echoray.config import SourceConfig
 from echoray.data.sources.base import NETWORK_READS_IN_FLIGHT, Reader, SourceError, SourceIndex
 from echoray.plugins import is_import_path
-from echoray.storage import is_uri
+from echoray.storage.fs import is_uri
 
 
 def index_source(cfg: SourceConfig, retry_s: float = 120.0) -> SourceIndex:

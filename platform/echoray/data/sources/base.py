@@ -42,7 +42,7 @@ class SourceIndex:
     shuffled_reads: bool = False
     # Where each split is read from, as the error of an outage names it ("source.path s3://...":
     # set by index_source), and how long reads wait out an object store that stopped
-    # answering (TrainConfig.store_retry_s; echoray/storage_retry.py).
+    # answering (TrainConfig.store_retry_s; echoray/storage/retry.py).
     locations: dict[str, str] = field(default_factory=dict)
     retry_s: float = 120.0
     # The import path of the reader that made this index (source.kind "package.module:Reader",
@@ -82,9 +82,9 @@ def read_skipping(reader: Reader, ids: np.ndarray, split: Split, decoder=None, r
 
 def filesystem(uri: str, key: str = "source.path") -> tuple[pafs.FileSystem, str]:
     """The pyarrow filesystem Ray Data would use for `uri` (local paths too). An object
-    store's bucket, credentials and endpoint are checked here (echoray/storage.py), so
+    store's bucket, credentials and endpoint are checked here (echoray/storage/fs.py), so
     every source reads `s3://bucket/prefix` as it reads a folder and fails naming it."""
-    from echoray.storage import StorageError, open_location
+    from echoray.storage.fs import StorageError, open_location
 
     try:
         return open_location(uri, key)

@@ -1,7 +1,7 @@
 """A source reader whose reads wait out an object store outage (TrainConfig.store_retry_s).
 
 Each read call (read, read_skipping, read_units: the methods that take the split and
-fetch bytes) is retried whole through echoray/storage_retry.RetryPolicy: reads are
+fetch bytes) is retried whole through echoray/storage/retry.py RetryPolicy: reads are
 idempotent, so a read that failed half-way is simply read again. Past TrainConfig.store_retry_s
 the call raises StoreUnavailable naming the split's location ("source.path s3://...");
 the run then fails (exit 1) and `echoray train --resume` continues it from its last
@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from echoray.data.sources.base import SourceIndex
-from echoray.storage import is_uri
-from echoray.storage_retry import RetryPolicy
+from echoray.storage.fs import is_uri
+from echoray.storage.retry import RetryPolicy
 
 READS = ("read", "read_skipping", "read_units")  # each takes the split first (after ids for the first two)
 

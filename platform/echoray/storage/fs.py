@@ -15,7 +15,7 @@ An S3 filesystem opened here has bounded waits: a connection attempt gives up af
 CONNECT_TIMEOUT_S and a request after REQUEST_TIMEOUT_S without a byte (the AWS SDK's
 curl low-speed limit), so a store that accepts connections but never answers (a frozen
 server) fails a request in seconds instead of hanging it; pyarrow's own retries are off
-(one try per call) and storage_retry.RetryPolicy decides what is tried again and for
+(one try per call) and retry.RetryPolicy decides what is tried again and for
 how long (TrainConfig.store_retry_s).
 """
 
@@ -92,7 +92,7 @@ def open_location(uri: str, key: str) -> tuple[pafs.FileSystem, str]:
 def bounded(fs: pafs.FileSystem, uri: str, attempts: int = 1) -> pafs.FileSystem:
     """An S3 filesystem like `fs` (the options from_uri resolved: region, the endpoint of
     AWS_ENDPOINT_URL, credentials) with the module's timeouts and `attempts` tries per call
-    (1: storage_retry decides). Other filesystems are returned as they are."""
+    (1: retry.py decides). Other filesystems are returned as they are."""
     return with_s3_options(fs, connect_timeout=CONNECT_TIMEOUT_S, request_timeout=REQUEST_TIMEOUT_S,
                            retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=attempts))
 

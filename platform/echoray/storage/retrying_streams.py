@@ -1,4 +1,4 @@
-"""Whole-object streams of a retrying filesystem handler (echoray/retrying_fs.py).
+"""Whole-object streams of a retrying filesystem handler (echoray/storage/retrying_fs.py).
 
 - A write is whole or not at all: open_output_stream spools what is written to a local
   temporary file and uploads it when the stream closes, and it is that upload which is

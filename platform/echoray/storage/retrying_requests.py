@@ -1,8 +1,8 @@
-"""The single-request calls of a retrying filesystem handler (echoray/retrying_fs.py):
+"""The single-request calls of a retrying filesystem handler (echoray/storage/retrying_fs.py):
 listing, creating, deleting, moving and copying, each one request, retried as it is.
 
 A mixin of RetryingHandler: it uses the handler's `fs` (the wrapped filesystem), `where`
-(the key and URI errors name) and `_call(fn, path)` (storage_retry.RetryPolicy.call).
+(the key and URI errors name) and `_call(fn, path)` (retry.RetryPolicy.call).
 """
 
 from __future__ import annotations

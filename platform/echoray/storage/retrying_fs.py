@@ -3,13 +3,13 @@ for the code that writes through a filesystem it is handed and does not retry it
 Ray Train's checkpoint uploads and Ray Tune's experiment storage.
 
 `retrying(fs, retry_s, where)` is a pyarrow filesystem (PyFileSystem) that forwards each
-call to `fs` under storage_retry.RetryPolicy: the same errors retried, the same waits,
+call to `fs` under retry.RetryPolicy: the same errors retried, the same waits,
 the same log lines and StoreUnavailable naming `where` (the key and URI) at the end.
 
 - Listing, creating, deleting and moving are single requests, retried as they are
-  (echoray/retrying_requests.py).
+  (echoray/storage/retrying_requests.py).
 - Reads and writes move whole objects, so a retry resends a whole object
-  (echoray/retrying_streams.py).
+  (echoray/storage/retrying_streams.py).
 
 A local filesystem is returned as it is: there is no outage to wait out.
 """
@@ -20,10 +20,10 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from echoray.retrying_requests import RetryingRequests
-from echoray.retrying_streams import WholeObjectStreams
-from echoray.storage import with_s3_options
-from echoray.storage_retry import RetryPolicy
+from echoray.storage.fs import with_s3_options
+from echoray.storage.retry import RetryPolicy
+from echoray.storage.retrying_requests import RetryingRequests
+from echoray.storage.retrying_streams import WholeObjectStreams
 
 
 def retrying(fs: pafs.FileSystem, retry_s: float, where: str) -> pafs.FileSystem:

@@ -5,7 +5,7 @@ One decision, made here and read by every caller (the source's reads in
 data/sources/__init__.py, the checkpoint writes of train/checkpoint_store.py):
 
 - retried: the store is unreachable or overloaded for now: connection refused or
-  reset, a request timed out (a frozen server: pyarrow's request timeout, storage.py),
+  reset, a request timed out (a frozen server: pyarrow's request timeout, storage/fs.py),
   HTTP 5xx, SlowDown / throttling;
 - not retried: the request itself is wrong and would be refused again: access
   denied (403), no such key or bucket (404), bad credentials, a local file missing;
