@@ -1,7 +1,7 @@
 """What an epoch is, wherever echoray says the word: one pass over the training set's
 fresh examples. Echo copies, batch-augmentation views and the optimizer steps they take
 do not make an epoch longer: an epoch is `n_train` fresh examples (distinct (read pass,
-sample) trained, train/fresh.py), however many rows or steps they took, with any echo
+sample) trained, accounting/fresh.py), however many rows or steps they took, with any echo
 factor, `auto` included. A run that stops inside a pass has trained a fractional number
 of epochs (the stream's last, partial batch is not trained, so a whole run reads a hair
 under `train.max_epochs`).

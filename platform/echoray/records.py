@@ -156,7 +156,7 @@ class CheckpointMeta:
     steps: int
     first_open_pass: int  # key "start_epoch": the first read-plan pass not wholly consumed (replayed)
     world_size: int
-    state: dict[str, Any]  # LoopState's run part (train/loop_state.py owns its form)
+    state: dict[str, Any]  # LoopState's run part (accounting/loop_state.py owns its form)
     history: list[EpochRecord] = field(default_factory=list)  # rank 0's records so far
     saved_at: float | None = None
     echo_factor: float | None = None  # the collector's live factor (echo.factor: auto)

@@ -35,7 +35,7 @@ RUN_STATE = "run.json"
 # Dotted keys (a trailing "." covers a section) that `--resume RUN --set` may change: where
 # the rest of the run's work is placed and how long the driver waits, none of its samples,
 # steps, model or numbers. The read plan and the replay of consumed rows depend on neither
-# the preprocessing pool's size nor where it runs (data/plan.py, data/replay.py).
+# the preprocessing pool's size nor where it runs (data/plan.py, accounting/consumed.py).
 CHANGEABLE_ON_RESUME = ("preprocess.actors.", "scaling.cpus_per_worker", "scaling.resources_per_worker",
                         "train.log_every_s", "train.stall_timeout_s")
 

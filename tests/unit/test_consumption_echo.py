@@ -5,9 +5,9 @@ import threading
 
 import numpy as np
 
+from echoray.accounting.fresh import FreshTracker, sample_keys
 from echoray.data.echo import copy_counts, echo_keys
 from echoray.train.consumption_echo import ConsumptionEcho, agree_min
-from echoray.train.fresh import FreshTracker, sample_keys
 from echoray.train.spare_copies import SpareCopies
 
 B = 32

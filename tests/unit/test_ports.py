@@ -1,8 +1,8 @@
 """The worker loop's ports (train/ports.py): every implementation the platform passes to
 WorkerEnv offers each of the port's methods, and an object missing one does not pass."""
 
+from echoray.accounting.consumed import ConsumedLog
 from echoray.config_load import load_config
-from echoray.data.replay import ConsumedLog
 from echoray.data.sources import index_source
 from echoray.train.faults import Checkpointer
 from echoray.train.lm_eval import make_evaluator

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from ray.train import Checkpoint
 
+from echoray.accounting.loop_state import LoopState
 from echoray.records import CheckpointMeta, EpochRecord, FinalRecord
 from echoray.train.checkpoint import read_meta, read_replay
-from echoray.train.loop_state import LoopState
 
 # An epoch record as train/loop.py sent it before the records existed (image run).
 IMAGE_EVENT = {

@@ -6,16 +6,16 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from echoray.config_load import ConfigError, load_config
-from echoray.data.echo import echo_rows
-from echoray.data.plan import read_plan
-from echoray.data.replay import (
+from echoray.accounting.consumed import (
     ConsumedLog,
     drop_consumed,
     expected_rows,
     first_open_epoch,
     row_keys,
 )
+from echoray.config_load import ConfigError, load_config
+from echoray.data.echo import echo_rows
+from echoray.data.plan import read_plan
 
 IDS = np.arange(100, 160, dtype=np.int64)  # 60 training ids, not starting at 0
 

@@ -3,8 +3,8 @@ recently trained samples, never past max_copies per sample, never counted fresh.
 
 import numpy as np
 
+from echoray.accounting.fresh import FreshTracker
 from echoray.data.batching import sample_keys
-from echoray.train.fresh import FreshTracker
 from echoray.train.spare_copies import SpareCopies
 
 

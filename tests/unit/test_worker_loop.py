@@ -10,19 +10,19 @@ import numpy as np
 import pytest
 import torch
 
+from echoray.accounting.fresh import FreshTracker
+from echoray.accounting.loop_state import LoopState
 from echoray.config_load import load_config
 from echoray.data.shuffle_buffer import shuffled_batches
 from echoray.data.sources import index_source
 from echoray.records import CheckpointMeta
 from echoray.train.checkpoint import Restored
-from echoray.train.fresh import FreshTracker
 from echoray.train.local_run import (
     LocalCollector,
     local_loop,
     preprocessed_blocks,
 )
 from echoray.train.loop import check_evals_per_epoch, steps_per_data_epoch
-from echoray.train.loop_state import LoopState
 from echoray.train.worker_link import Collectives, FreshClock
 
 torch.set_num_threads(1)

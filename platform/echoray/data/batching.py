@@ -21,7 +21,7 @@ KEY_SHIFT = 40  # (epoch << 40) | sample_id: sample ids below 2**40 (1.1e12)
 
 def sample_keys(epoch: np.ndarray, sample_id: np.ndarray) -> np.ndarray:
     """One int64 per (read-plan epoch, sample id): the key every duplicate check and the
-    fresh-example table use (train/fresh.py, train/loop.py, the packer below)."""
+    fresh-example table use (accounting/fresh.py, train/loop.py, the packer below)."""
     return (np.asarray(epoch, dtype=np.int64) << KEY_SHIFT) | np.asarray(sample_id, dtype=np.int64)
 
 

@@ -37,7 +37,7 @@ def echo_keys(seed: int, epoch: np.ndarray, sample_id: np.ndarray) -> np.ndarray
 def echo_rows(batch: dict[str, np.ndarray], factor: float, seed: int) -> dict[str, np.ndarray]:
     """Repeat every row of a column batch; sets `echo_copy` = 0..count-1 per item and
     `echo_copies` = count, so a worker knows when it has trained an item's last copy
-    (exact fresh-example accounting, train/fresh.py)."""
+    (exact fresh-example accounting, accounting/fresh.py)."""
     n = len(batch["sample_id"])
     if factor == math.floor(factor):  # integer e: no draws needed
         e = int(factor)

@@ -12,7 +12,7 @@ on the source (SourceIndex.shuffled_reads):
   is a random draw and batches need no shuffle buffer to mix classes.
 
 Either way every training id is in exactly one chunk of every epoch, so exact
-accounting, replay (data/replay.py) and the audit see the same rows.
+accounting, replay (accounting/consumed.py) and the audit see the same rows.
 """
 
 from __future__ import annotations

@@ -20,12 +20,12 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
+from echoray.accounting.consumed import drop_consumed
 from echoray.config import AugmentOp
 from echoray.data.echo import echo_rows
 from echoray.data.op_shapes import crops_full_image
 from echoray.data.plan import ChunkMap
 from echoray.data.preprocess_args import PreprocessArgs
-from echoray.data.replay import drop_consumed
 from echoray.data.sources.base import SourceError, read_skipping
 from echoray.runtime.collector_feed import CollectorFeed
 from echoray.seeds import STREAM_AUGMENT, mix, to_int63
@@ -78,7 +78,7 @@ class Preprocess:
         self.auto = args.echo_factor == "auto"
         self.factor = 1.0 if self.auto else float(args.echo_factor)
         self.collector = args.collector
-        self.consumed = args.consumed  # a restored run: rows its steps already took (data/replay.py)
+        self.consumed = args.consumed  # a restored run: rows its steps already took (accounting/consumed.py)
         self.actor = f"{os.uname().nodename}:{os.getpid()}"
         # the collector off the data path: reports batched, the live factor and the run's
         # bad-data verdict taken from earlier replies (runtime/collector_feed.py)

@@ -83,7 +83,7 @@ def step_counts(rows: int, views: int, reads: bool) -> tuple[int, int]:
     Only a worker that read the batch counts samples: in `grouped` mode the group's M
     members train on one batch, which is B samples (M views), so trained samples / fresh
     is the echo factor alone, whatever M and the mode. (Fresh examples are counted by
-    train/fresh.py: the first trained copy of each sample, on the reading worker.)"""
+    accounting/fresh.py: the first trained copy of each sample, on the reading worker.)"""
     return rows * views, rows if reads else 0
 
 

@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from echoray.accounting.fresh import FreshTracker
 from echoray.seeds import STREAM_AUGMENT, STREAM_SAMPLER, derive_seed, mix
 from echoray.train.batch_augment import dropout_seed  # noqa: F401 - public
 from echoray.train.consumption_echo import ConsumptionEcho, agree_min
-from echoray.train.fresh import FreshTracker
 from echoray.train.groups import (
     GroupedDataConfig,  # noqa: F401 - public
     rank_layout,

@@ -18,7 +18,7 @@ factor change reaches training within one pool of rows (512 at batch 64: 8 steps
 
 What stays exact:
 - fresh accounting: a sample's copies are all made at once, so `echo_copies` is the
-  count its rows carry (train/fresh.py);
+  count its rows carry (accounting/fresh.py);
 - replay: the rows a worker took from the stream are logged as consumed when taken (copy
   0, as the actor emitted them) and the pool of echoed rows not yet trained is saved in
   the checkpoint (as its pending rows) and put back first on restore: the restored stream
@@ -35,8 +35,8 @@ from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
+from echoray.accounting.fresh import sample_keys
 from echoray.data.echo import echo_rows
-from echoray.train.fresh import sample_keys
 from echoray.train.spare_copies import SpareCopies
 
 Batch = dict[str, np.ndarray]

@@ -2,7 +2,7 @@
 errors that no retry can fix reported as such.
 
 At a checkpoint every rank adds up, over all ranks, how many rows of each plan epoch
-their steps consumed; rank 0 finds the first epoch not wholly consumed (data/replay.py)
+their steps consumed; rank 0 finds the first epoch not wholly consumed (accounting/consumed.py)
 and every rank saves the keys it consumed from that epoch on. A restarted worker group
 reads the stream again from that epoch without those rows (data/pipeline.py), so no
 example is counted twice or lost.
@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import ray
 
+from echoray.accounting.consumed import ConsumedLog, expected_rows, first_open_epoch
 from echoray.config import PipelineConfig
-from echoray.data.replay import ConsumedLog, expected_rows, first_open_epoch
 from echoray.data.sources import SourceError, SourceIndex
 from echoray.records import CheckpointMeta, EpochRecord
 from echoray.train import checkpoint

@@ -1,6 +1,6 @@
 """The per-worker training loop as a recipe (in the manner of torchtune's recipes):
 `WorkerLoop.setup / restore / train / step / evaluate / save_checkpoint / finish`, its
-counters in one LoopState (train/loop_state.py); two collaborators read them: the input
+counters in one LoopState (accounting/loop_state.py); two collaborators read them: the input
 side (train/loop_input.py LoopInput: batches, the prefetch, the inputs) and what goes to
 the collector (train/loop_report.py LoopReport: heartbeats, audit, counts, records).
 `run_worker` (train/worker.py) is the thin Ray adapter that Ray Train runs (via
@@ -32,14 +32,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from echoray.accounting.consumed import ConsumedLog
+from echoray.accounting.counters import AuditBuffer
+from echoray.accounting.loop_state import LoopState
 from echoray.config import PipelineConfig
 from echoray.data.augment import output_size
-from echoray.data.replay import ConsumedLog
 from echoray.echo_plan import EchoPlan
 from echoray.metrics import metric_named
 from echoray.records import EpochRecord, FinalRecord, Heartbeat, PendingBatch
 from echoray.seeds import STREAM_MODEL, derive_seed
-from echoray.train.accounting import AuditBuffer
 from echoray.train.batch_augment import (
     backward_views,
     dropout_seed,
@@ -53,7 +54,6 @@ from echoray.train.ghost_bn import use_ghost_batch_norm
 from echoray.train.groups import rank_layout
 from echoray.train.loop_input import LoopInput
 from echoray.train.loop_report import LoopReport
-from echoray.train.loop_state import LoopState
 from echoray.train.models import build_model
 from echoray.train.optim import build_optimizer, lr_multiplier, set_lr
 from echoray.train.ports import CheckpointPort, CollectorPort, EvaluatorPort
@@ -112,7 +112,7 @@ class WorkerEnv:
 
 
 class WorkerLoop:
-    """The recipe and its one state: the counters in `state` (train/loop_state.py), the
+    """The recipe and its one state: the counters in `state` (accounting/loop_state.py), the
     model, optimizer and the consumed log here; the input side (`input`,
     train/loop_input.py) and what goes to the collector (`report`, train/loop_report.py)
     are collaborators that read them."""

@@ -5,7 +5,7 @@ latest `capacity` distinct samples); `extras(n, exclude, rng)` returns n rows, c
 distinct remembered samples not in `exclude`, or None when fewer than n have copies left.
 A sample's copies, planned and extra, never exceed `max_copies` (echo.max_factor). An
 extra row carries `echo_copies` 0 (a copy outside the echo plan: the fresh-example table
-never counts it, train/fresh.py) and `echo_copy` = planned copies + extras made before it,
+never counts it, accounting/fresh.py) and `echo_copy` = planned copies + extras made before it,
 so the audit's (epoch, sample_id, echo_copy) stays unique per trained row. Pure numpy.
 
 Why: under `echo.factor: auto` the source can deliver in bursts (benchmarks/lm_auto_echo.py:

@@ -16,9 +16,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from echoray.accounting.counters import Counters
+from echoray.accounting.fresh import FreshTracker
 from echoray.records import EpochRecord
-from echoray.train.accounting import Counters
-from echoray.train.fresh import FreshTracker
 
 RUN, RANK = "run", "rank"
 
