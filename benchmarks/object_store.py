@@ -71,7 +71,7 @@ def checkpoint_writes(dest_fs, dest_root: str, n: int) -> list[float]:
 
     from echoray.config_load import load_config
     from echoray.records import CheckpointMeta
-    from echoray.train import checkpoint
+    from echoray.recovery import checkpoint
     from echoray.train.models import build_model
 
     cfg = load_config(None, [])

@@ -59,10 +59,10 @@ def train(pipeline: str | Path | None = None, overrides: Overrides = None, out: 
     label_column) as the source, in place of the pipeline's (data/sources/dataset.py): sample
     ids from id_column, or the row positions; it is materialised on the driver first."""
     t0 = time.time()
-    # overrides on a resume: only what a resume may change (resume.py CHANGEABLE_ON_RESUME)
+    # overrides on a resume: only what a resume may change (recovery/resume.py CHANGEABLE_ON_RESUME)
     _no_changes_on_resume(resume, pipeline=pipeline, out=out, dataset=dataset is not None)
     if resume:
-        from echoray.resume import open_run
+        from echoray.recovery.resume import open_run
 
         cfg, run = open_run(str(resume), _assignments(overrides))
     elif dataset is not None:

@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
             import traceback
 
             traceback.print_exc(file=err())
-        from echoray.failures import describe_failure
+        from echoray.recovery.failures import describe_failure
 
         print(f"echoray: run failed: {describe_failure(exc)}", file=err())
         if console.log_path() is not None and console.log_path().name == console.LOG_NAME:
@@ -185,7 +185,7 @@ def _validated(args: argparse.Namespace, argv: list[str]):
     if args.command == "train" and args.resume:
         if args.pipeline or args.out:
             raise ConfigError("--resume continues a run in its own folder with its own pipeline: drop PIPELINE/--out")
-        from echoray.resume import open_run
+        from echoray.recovery.resume import open_run
 
         return open_run(args.resume, args.overrides)  # --set: only what a resume may change
     if args.command == "train":

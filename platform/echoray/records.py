@@ -14,7 +14,7 @@ the keys are the same). `from_dict(r.to_dict()) == r` for every record here
   of fresh data: echoray/epochs.py); its dict is what MLflow logs and the checkpoints
   keep as history.
 - FinalRecord: rank 0's counts at the end of an attempt (the run summary's source).
-- CheckpointMeta: a checkpoint's meta.json (train/faults.py writes it, everything that
+- CheckpointMeta: a checkpoint's meta.json (recovery/faults.py writes it, everything that
   restores or resumes reads it).
 - PendingBatch: a batch whose batch-echo repeats a checkpoint cut short.
 

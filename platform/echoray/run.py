@@ -32,7 +32,7 @@ from echoray.data.text.run_files import (
 )
 from echoray.messages import epoch_line, quiet_console, say, say_console_log, say_start
 from echoray.preflight import fit_cluster, new_run_dir, storage_checked
-from echoray.resume import Resume, backfill, find_checkpoint, write_run_state
+from echoray.recovery.resume import Resume, backfill, find_checkpoint, write_run_state
 from echoray.runtime.collector import RunCollector
 from echoray.runtime.epoch_bar import EpochBar, epoch_bar
 from echoray.runtime.monitor import (

@@ -1,7 +1,7 @@
 """The driver dies: SIGKILL (nothing can clean up), then SIGTERM (a scheduler's stop) on
 the resumed run, then `echoray train --resume` finishes it. Counters, the audit and the
 MLflow history come out as one unbroken run, with a Ray Train worker group or trained in
-the driver's process (scaling.local_mode, its checkpoints in train/checkpoint_store.py). Batch echoing at e = 1.5 makes the counts
+the driver's process (scaling.local_mode, its checkpoints in recovery/checkpoint_store.py). Batch echoing at e = 1.5 makes the counts
 depend on every batch's repeat draw, and a checkpoint can fall between two repeats of
 a batch, which the resumed run must finish.
 

@@ -21,7 +21,7 @@ from ray.train import Result
 from ray.util.state import list_actors
 
 from echoray.config_load import load_config
-from echoray.train.checkpoint import read_meta
+from echoray.recovery.checkpoint import read_meta
 from helpers import wait_for
 
 N_TRAIN, BATCH = 1438, 64  # digits

@@ -25,10 +25,10 @@ import echoray.runtime.monitor as monitor
 from echoray.config_load import load_config
 from echoray.data.shuffle_buffer import shuffled_batches
 from echoray.data.sources import index_source
+from echoray.recovery.faults import RunAborted
 from echoray.runtime import stop
 from echoray.runtime.resources import plan_resources
 from echoray.runtime.signals import Terminated, sigterm_interrupts
-from echoray.train.faults import RunAborted
 from echoray.train.local_run import local_loop, preprocessed_blocks
 
 torch.set_num_threads(1)

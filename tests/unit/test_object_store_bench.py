@@ -1,5 +1,5 @@
 """benchmarks/object_store.py's checkpoint part writes real checkpoints through the
-platform's own writer (train/checkpoint.py) and copies them as Ray Train persists them:
+platform's own writer (recovery/checkpoint.py) and copies them as Ray Train persists them:
 the files a restore reads land under one folder per write."""
 
 import json

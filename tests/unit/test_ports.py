@@ -4,7 +4,7 @@ WorkerEnv offers each of the port's methods, and an object missing one does not 
 from echoray.accounting.consumed import ConsumedLog
 from echoray.config_load import load_config
 from echoray.data.sources import index_source
-from echoray.train.faults import Checkpointer
+from echoray.recovery.faults import Checkpointer
 from echoray.train.lm_eval import make_evaluator
 from echoray.train.local_run import LocalCollector
 from echoray.train.ports import CheckpointPort, CollectorPort, EvaluatorPort

@@ -15,7 +15,7 @@ from ray.train import Checkpoint
 
 from echoray.accounting.loop_state import LoopState
 from echoray.records import CheckpointMeta, EpochRecord, FinalRecord
-from echoray.train.checkpoint import read_meta, read_replay
+from echoray.recovery.checkpoint import read_meta, read_replay
 
 # An epoch record as train/loop.py sent it before the records existed (image run).
 IMAGE_EVENT = {
@@ -31,7 +31,7 @@ TEXT_EVENT = {
     "trained_samples": 32, "fresh_tokens": 4096, "duplicate_batch_fraction": 0.0, "elapsed_s": 1.5,
     "time": 1764590001.0, "train_s": 1.0, "wait_fraction": 0.5,
 }
-# meta.json as train/faults.py Checkpointer.save wrote it at commit a22591d (json.dumps of its dict).
+# meta.json as recovery/faults.py Checkpointer.save wrote it at commit a22591d (json.dumps of its dict).
 OLD_META_JSON = json.dumps({
     "epoch": 2, "steps": 12, "start_epoch": 1, "world_size": 2,
     "state": {"epoch": 2, "best": 0.75, "acc": 0.75, "to_target": IMAGE_EVENT, "reason": "target reached",

@@ -1,5 +1,5 @@
 """`echoray train --resume RUN --set KEY=VALUE`: a resume may change where the rest of the
-run is placed and how long the driver waits (resume.py CHANGEABLE_ON_RESUME), for this
+run is placed and how long the driver waits (recovery/resume.py CHANGEABLE_ON_RESUME), for this
 resume only; any other key is refused naming it, exit 2, before anything is written or
 started (the run folder as it was, no MLflow store opened)."""
 
@@ -7,7 +7,7 @@ import pytest
 
 from echoray.cli import main
 from echoray.config_load import ConfigError, load_config, to_yaml
-from echoray.resume import open_run, write_run_state
+from echoray.recovery.resume import open_run, write_run_state
 
 
 @pytest.fixture

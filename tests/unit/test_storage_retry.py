@@ -220,7 +220,7 @@ def test_a_local_reader_is_not_wrapped():
 
 
 def test_an_outage_inside_a_wrapped_error_is_described_by_its_own_line():
-    from echoray.failures import describe_failure
+    from echoray.recovery.failures import describe_failure
 
     wrapped = RuntimeError("Traceback (most recent call last):\n  ...\n"
                            "echoray.storage.retry.StoreUnavailable: source.path s3://b/d: the object store did not "

@@ -1,5 +1,5 @@
 """The model a run logs (echoray/tracking_model.py): the weights rank 0 ended with
-(train/checkpoint.py final_weights, handed over through the run's collector), in MLflow's
+(recovery/checkpoint.py final_weights, handed over through the run's collector), in MLflow's
 pt2 format, loadable with mlflow.pytorch.load_model and giving the trained network's
 logits on what a reader yields; registered under tracking.register_model; a search
 registers its best trial's."""
@@ -11,9 +11,9 @@ from mlflow.tracking import MlflowClient
 
 from echoray.config_load import load_config
 from echoray.data.sources import index_source, open_reader
+from echoray.recovery.checkpoint import final_weights
 from echoray.tracking import RunLogger
 from echoray.tracking_model import log_trained_model, save_to_run, served_model
-from echoray.train.checkpoint import final_weights
 from echoray.train.evaluate import Normalizer
 from echoray.train.models import build_model
 from echoray.tune.mlflow_runs import register_search_model

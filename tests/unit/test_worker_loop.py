@@ -16,7 +16,7 @@ from echoray.config_load import load_config
 from echoray.data.shuffle_buffer import shuffled_batches
 from echoray.data.sources import index_source
 from echoray.records import CheckpointMeta
-from echoray.train.checkpoint import Restored
+from echoray.recovery.checkpoint import Restored
 from echoray.train.local_run import (
     LocalCollector,
     local_loop,

@@ -34,7 +34,7 @@ class Counters:
 class AuditBuffer:
     """Rows of (epoch, step, worker, group, sample_id, view, ba_view, aug_key) per consumed example.
 
-    Rows drained since the last checkpoint are also kept for it (train/checkpoint.py), so
+    Rows drained since the last checkpoint are also kept for it (recovery/checkpoint.py), so
     a run resumed by a new driver still writes the audit of the whole run."""
 
     enabled: bool

@@ -2,7 +2,7 @@
 long, and with what waits between tries (`TrainConfig.store_retry_s`: half of train.stall_timeout_s).
 
 One decision, made here and read by every caller (the source's reads in
-data/sources/__init__.py, the checkpoint writes of train/checkpoint_store.py):
+data/sources/__init__.py, the checkpoint writes of recovery/checkpoint_store.py):
 
 - retried: the store is unreachable or overloaded for now: connection refused or
   reset, a request timed out (a frozen server: pyarrow's request timeout, storage/fs.py),

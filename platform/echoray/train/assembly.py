@@ -53,7 +53,7 @@ def restore_and_keep(loop: WorkerLoop, cfg: PipelineConfig, idx: SourceIndex, ch
     """After setup(): load `checkpoint` (None: from scratch; rank 0 tells the collector
     either way) into the loop, and with `keep` attach a Checkpointer that writes through
     `sink` (default: Ray Train's report)."""
-    from echoray.train.faults import Checkpointer, restore_loop
+    from echoray.recovery.faults import Checkpointer, restore_loop
 
     env = loop.env
     restored = restore_loop(checkpoint, env.link, env.rank, env.world, loop.model, loop.opt)

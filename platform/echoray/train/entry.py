@@ -15,7 +15,7 @@ def train_loop_per_worker(config: dict) -> None:
         with watching_node(config.get("tracking")):  # a node other than the driver's: its system metrics
             run_worker(config, started)
     except Exception as exc:
-        from echoray.train.faults import report_fatal
+        from echoray.recovery.faults import report_fatal
 
         report_fatal(config["collector"], exc)  # bad data: no retry would help
         raise

@@ -4,7 +4,7 @@ smallest adapter that adds it. The train function is the one a worker group runs
 
 - Checkpoints: local mode's `ray.train.report` keeps the last checkpoint in memory
   (`LocalTrainFnUtils.report`) and writes nothing to `RunConfig.storage_path`, so a kept
-  checkpoint goes through train/checkpoint_store.py, in the run's storage, and the collector
+  checkpoint goes through recovery/checkpoint_store.py, in the run's storage, and the collector
   is told of it directly (no Ray Train callback runs in local mode).
 - Restore: local mode ignores `resume_from_checkpoint` (`get_checkpoint()` starts at None),
   so a resumed run hands the loop its checkpoint in the train function's config.
@@ -39,8 +39,8 @@ def checkpoint_sink(cfg: PipelineConfig, storage: str | None, link):
     told to the collector once the store's index names it; (False, None) keeps none."""
     if storage is None:
         return False, None
-    from echoray.train.checkpoint import KEPT
-    from echoray.train.checkpoint_store import CheckpointStore
+    from echoray.recovery.checkpoint import KEPT
+    from echoray.recovery.checkpoint_store import CheckpointStore
 
     # With the audit on, each checkpoint holds its epochs' audit rows: keep them all (as Ray Train).
     store = CheckpointStore(storage, None if cfg.audit.enabled else KEPT,

@@ -40,6 +40,7 @@ from echoray.data.augment import output_size
 from echoray.echo_plan import EchoPlan
 from echoray.metrics import metric_named
 from echoray.records import EpochRecord, FinalRecord, Heartbeat, PendingBatch
+from echoray.recovery.faults import RunAborted
 from echoray.seeds import STREAM_MODEL, derive_seed
 from echoray.train.batch_augment import (
     backward_views,
@@ -49,7 +50,6 @@ from echoray.train.batch_augment import (
 )
 from echoray.train.device import LossMeter, Precision, ToDevice, memory_format
 from echoray.train.evaluate import Normalizer
-from echoray.train.faults import RunAborted
 from echoray.train.ghost_bn import use_ghost_batch_norm
 from echoray.train.groups import rank_layout
 from echoray.train.loop_input import LoopInput
@@ -107,7 +107,7 @@ class WorkerEnv:
     comm: Collectives
     wrap_model: Callable[[torch.nn.Module], torch.nn.Module]  # DDP + device (ray.train.torch.prepare_model)
     evaluator: EvaluatorPort  # train/evaluate.py EvalSet, train/lm_eval.py TextEvalSet
-    checkpointer: CheckpointPort | None = None  # train/faults.py Checkpointer; None: no checkpoints
+    checkpointer: CheckpointPort | None = None  # recovery/faults.py Checkpointer; None: no checkpoints
     should_stop: Callable[[], bool] | None = None  # checked before every step (runtime/stop.py)
 
 
@@ -180,7 +180,7 @@ class WorkerLoop:
                                 per_epoch=t.evals_per_epoch, last=t.max_epochs * t.evals_per_epoch)
 
     def restore(self, restored) -> None:
-        """Continue from a checkpoint (train/checkpoint.py Restored; model and optimizer
+        """Continue from a checkpoint (recovery/checkpoint.py Restored; model and optimizer
         are already loaded); None: from the start."""
         if restored is None:
             return

@@ -12,7 +12,7 @@ import torch
 
 from echoray.epochs import epochs_of
 from echoray.records import EpochRecord, FinalRecord, Heartbeat
-from echoray.train.faults import RunAborted
+from echoray.recovery.faults import RunAborted
 
 HEARTBEAT_S = 0.5
 

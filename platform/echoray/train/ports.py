@@ -37,7 +37,7 @@ class EvaluatorPort(Protocol):
 
 @runtime_checkable
 class CheckpointPort(Protocol):
-    """Decides when a checkpoint is due (every rank the same) and keeps one (train/faults.py)."""
+    """Decides when a checkpoint is due (every rank the same) and keeps one (recovery/faults.py)."""
 
     def due(self, evals: int) -> bool: ...
 

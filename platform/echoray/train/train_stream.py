@@ -1,7 +1,7 @@
 """The trainer's "train" dataset factory, which Ray Train calls in its controller.
 
 It lives in train/, not data/, because it reads the replay part of a training
-checkpoint (train/checkpoint.py); data/ never imports train/. Import-light (no torch):
+checkpoint (recovery/checkpoint.py); data/ never imports train/. Import-light (no torch):
 the controller unpickles it.
 """
 
@@ -26,8 +26,8 @@ class TrainStream:
         self.cfg, self.idx, self.collector = cfg, idx, collector
 
     def __call__(self) -> ray.data.Dataset:
+        from echoray.recovery.checkpoint import read_replay
         from echoray.runtime.session import quiet_data
-        from echoray.train.checkpoint import read_replay
 
         quiet_data()  # this runs in Ray Train's controller (local mode: the driver)
         context = ray.get_runtime_context()

@@ -16,11 +16,11 @@ from ray.train.torch import TorchConfig, TorchTrainer
 
 from echoray.config import PipelineConfig
 from echoray.data.sources import SourceIndex
+from echoray.recovery import checkpoint
 from echoray.runtime.commit import CommitCallback
 from echoray.runtime.resources import ResourcePlan
 from echoray.storage.fs import is_uri, open_location
 from echoray.storage.retrying_fs import retrying
-from echoray.train import checkpoint
 from echoray.train.entry import train_loop_local, train_loop_per_worker
 from echoray.train.groups import GroupedDataConfig
 from echoray.train.train_stream import TrainStream

@@ -17,7 +17,7 @@ def run_worker(config: dict, started=None) -> None:
     local mode (config["local_mode"]) the pieces train/local_fit.py adds."""
     import ray.train
 
-    from echoray.train import checkpoint
+    from echoray.recovery import checkpoint
     from echoray.train.assembly import build_loop, restore_and_keep
     from echoray.train.worker_link import CollectorLink
 

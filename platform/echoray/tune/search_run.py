@@ -24,10 +24,10 @@ from echoray.config import PipelineConfig
 from echoray.config_load import ConfigError, flatten, validate
 from echoray.data.sources import index_source
 from echoray.data.text.run_files import share_tokenizer
-from echoray.failures import describe_failure
 from echoray.messages import say
 from echoray.metrics import metric_named
 from echoray.preflight import require_fits, resolve_gpu
+from echoray.recovery.failures import describe_failure
 from echoray.runtime.resources import plan_resources, shortfall
 from echoray.runtime.session import start_ray
 from echoray.storage.locations import runs_root

@@ -3,7 +3,7 @@ the run's storage, a folder or an object store URI (train/local_fit.py says why:
 mode's report keeps a checkpoint in memory only). A worker group's controller keeps its
 checkpoints and a snapshot that names the latest; this store does the same in a few lines:
 
-    <storage>/train_local/checkpoint_000001/   the files of train/checkpoint.py write
+    <storage>/train_local/checkpoint_000001/   the files of recovery/checkpoint.py write
     <storage>/train_local/checkpoints.json     the kept ones, oldest first, with metrics
 
 A checkpoint counts once the index names it: the folder is uploaded first, the index

@@ -148,7 +148,7 @@ def find_checkpoint(resume: Resume, train_run_name: str) -> None:
     store): exactly what its controller restores. A run in local mode: the latest in
     its CheckpointStore. None found: the run was interrupted before its first checkpoint
     and starts over, under the same MLflow run."""
-    from echoray.train.checkpoint import read_audit, read_meta
+    from echoray.recovery.checkpoint import read_audit, read_meta
 
     kept = _local_mode_checkpoints(resume) if resume.trainer == "local_mode" else \
         _ray_train_checkpoints(resume, train_run_name)
@@ -180,7 +180,7 @@ def _ray_train_checkpoints(resume: Resume, train_run_name: str) -> list:
 
 
 def _local_mode_checkpoints(resume: Resume) -> list:
-    from echoray.train.checkpoint_store import CheckpointStore
+    from echoray.recovery.checkpoint_store import CheckpointStore
 
     store = CheckpointStore(resume.storage, None)
     return [store.checkpoint(k["name"]) for k in store.kept()]

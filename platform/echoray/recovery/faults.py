@@ -21,7 +21,7 @@ from echoray.accounting.consumed import ConsumedLog, expected_rows, first_open_e
 from echoray.config import PipelineConfig
 from echoray.data.sources import SourceError, SourceIndex
 from echoray.records import CheckpointMeta, EpochRecord
-from echoray.train import checkpoint
+from echoray.recovery import checkpoint
 from echoray.train.evaluate import all_reduce_ints
 
 # Errors that would fail again on every retry: stop the run instead of restarting workers.
