@@ -13,7 +13,7 @@ No data moves: only the calls a run makes to its collector, at the rates a run m
     batched    the product's CollectorFeed per actor: the same three figures per block,
                batched into one reports call every 0.5 s at most, the factor from its replies
 Train workers, the same in both: per step a heartbeat and a live-factor request, each
-skipped while the previous reply is out (train/worker_link.py's pattern).
+skipped while the previous reply is out (worker/link.py's pattern).
 
 Recorded per arm (mode x block rate): blocks_per_s (all actors, achieved),
 collector_calls_per_s (calls the callers sent), collector_cpu_s (user + system CPU of the

@@ -36,7 +36,7 @@ class EchoPlan:
     stage: str  # echo.stage, as configured (for records)
     factor: float | str  # echo.factor, as configured (a number or "auto")
     examples: bool  # the stage repeats examples (its draws decide rows per epoch)
-    on_batches: bool  # the worker repeats each batch (train/worker_link.py BatchEchoDraws)
+    on_batches: bool  # the worker repeats each batch (worker/link.py BatchEchoDraws)
     # echo.factor: auto of examples made by the reading worker as it takes rows from the
     # stream (train/consumption_echo.py): after augmentation, or before one that runs on
     # the worker (or with none). Before a CPU augmentation the copies need the actor's

@@ -7,7 +7,7 @@ of epochs (the stream's last, partial batch is not trained, so a whole run reads
 under `train.max_epochs`).
 
 An evaluation is a point where the held-out split is scored: `train.evals_per_epoch` of
-them per epoch, evenly spaced in fresh examples (train/worker_link.py FreshClock), and
+them per epoch, evenly spaced in fresh examples (worker/link.py FreshClock), and
 one where the stream ends. Records, lines and MLflow number them as evaluations and say
 at which (fractional) epoch they fell. Pure; no echoray imports.
 """

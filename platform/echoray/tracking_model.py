@@ -2,7 +2,7 @@
 without echoray.
 
 The driver logs it at the end of a run from the weights the run ended with: rank 0 hands
-them to the run's collector as its train function returns (train/worker.py; the weights
+them to the run's collector as its train function returns (worker/ray_worker.py; the weights
 travel through Ray, so a worker on another node needs neither shared storage nor a
 tracking server it can reach), in a worker group and in Ray Train's local mode alike, so a
 run that keeps no checkpoints (train.checkpoint_every: 0, a search's warm trials) logs

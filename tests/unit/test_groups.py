@@ -10,7 +10,7 @@ from echoray.data.echo import batch_repeats
 from echoray.echo_plan import EchoPlan
 from echoray.train.batch_augment import step_counts, view_indices, view_keys
 from echoray.train.groups import rank_layout, shard_map
-from echoray.train.worker_link import BatchEchoDraws
+from echoray.worker.link import BatchEchoDraws
 
 LAYOUTS = [(4, 2, "grouped"), (4, 4, "grouped"), (8, 4, "grouped"), (4, 2, "local"), (1, 4, "local")]
 

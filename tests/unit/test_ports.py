@@ -1,4 +1,4 @@
-"""The worker loop's ports (train/ports.py): every implementation the platform passes to
+"""The worker loop's ports (worker/ports.py): every implementation the platform passes to
 WorkerEnv offers each of the port's methods, and an object missing one does not pass."""
 
 from echoray.accounting.consumed import ConsumedLog
@@ -7,8 +7,8 @@ from echoray.data.sources import index_source
 from echoray.recovery.faults import Checkpointer
 from echoray.train.lm_eval import make_evaluator
 from echoray.train.local_run import LocalCollector
-from echoray.train.ports import CheckpointPort, CollectorPort, EvaluatorPort
-from echoray.train.worker_link import CollectorLink, LocalLink
+from echoray.worker.link import CollectorLink, LocalLink
+from echoray.worker.ports import CheckpointPort, CollectorPort, EvaluatorPort
 
 
 def test_the_links_the_evaluators_and_the_checkpointer_fill_their_ports():

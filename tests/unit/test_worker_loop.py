@@ -23,7 +23,7 @@ from echoray.train.local_run import (
     preprocessed_blocks,
 )
 from echoray.train.loop import check_evals_per_epoch, steps_per_data_epoch
-from echoray.train.worker_link import Collectives, FreshClock
+from echoray.worker.link import Collectives, FreshClock
 
 torch.set_num_threads(1)
 BASE = ["train.target=null", "audit.enabled=true", "source.limit=192", "train.max_epochs=2", "train.batch_size=32",

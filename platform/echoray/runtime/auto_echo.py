@@ -30,7 +30,7 @@ that waits again brings it back. Damping: the state is an estimate of log R, nev
 sets it outright), then an exponential average with gain 1/3; e = the estimate's R within
 [1, echo.max_factor] (auto_factor), so e falls when R falls, and at R near the cap windows
 above it count as much as those below. Where e is applied: the worker takes it without
-waiting (train/worker_link.py live_factor) for each fresh batch it takes from the stream
+waiting (worker/link.py live_factor) for each fresh batch it takes from the stream
 (train/consumption_echo.py), and the preprocessing actors that make the copies take it
 from their reports' replies, never waiting (runtime/collector_feed.py). Start: until the
 first window e is the cap (echo.max_factor; `start_factor` in tests and benchmarks), and that first

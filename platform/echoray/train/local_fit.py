@@ -1,6 +1,6 @@
 """What Ray Train's local mode (`ScalingConfig(num_workers=0)`) lacks for echoray, and the
 smallest adapter that adds it. The train function is the one a worker group runs
-(train/entry.py); only these differ, each because of what Ray 2.60's local mode does:
+(worker/entry.py); only these differ, each because of what Ray 2.60's local mode does:
 
 - Checkpoints: local mode's `ray.train.report` keeps the last checkpoint in memory
   (`LocalTrainFnUtils.report`) and writes nothing to `RunConfig.storage_path`, so a kept

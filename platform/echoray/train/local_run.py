@@ -18,7 +18,7 @@ from echoray.data.preprocess_args import preprocess_args
 from echoray.data.sources import SourceIndex
 from echoray.data.stages import Preprocess
 from echoray.records import Heartbeat
-from echoray.train.worker_link import Collectives, LocalLink
+from echoray.worker.link import Collectives, LocalLink
 
 
 class LocalCollector:
@@ -70,7 +70,7 @@ def local_loop(cfg: PipelineConfig, idx: SourceIndex, collector: LocalCollector 
                comm: Collectives | None = None, rank: int = 0, world: int = 1, evaluator=None,
                checkpointer=None, device: str = "cpu"):
     """A set-up WorkerLoop in this process (the model is moved to `device`, no DDP)."""
-    from echoray.train.assembly import WorkerSite, build_loop
+    from echoray.worker.assembly import WorkerSite, build_loop
 
     dev = torch.device(device)
     site = WorkerSite(rank, world, dev, LocalLink(collector or LocalCollector()), comm or Collectives.single(),

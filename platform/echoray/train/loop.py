@@ -3,15 +3,15 @@
 counters in one LoopState (accounting/loop_state.py); two collaborators read them: the input
 side (train/loop_input.py LoopInput: batches, the prefetch, the inputs) and what goes to
 the collector (train/loop_report.py LoopReport: heartbeats, audit, counts, records).
-`run_worker` (train/worker.py) is the thin Ray adapter that Ray Train runs (via
-train/entry.py); the loop itself takes its collector link, collectives and input batches
+`run_worker` (worker/ray_worker.py) is the thin Ray adapter that Ray Train runs (via
+worker/entry.py); the loop itself takes its collector link, collectives and input batches
 as arguments, so it also runs without Ray.
 
 One pass over the run's single multi-epoch stream (`train.max_epochs` epochs of
 reads; the run ends when it is consumed). An epoch is a pass over the training set's
 fresh examples (echoray/epochs.py), whatever the echo factor, `auto` included:
 `train.evals_per_epoch: k` puts k evaluations into every epoch, at every n_train/k
-fresh examples counted over all workers (train/worker_link.py FreshClock), at the same
+fresh examples counted over all workers (worker/link.py FreshClock), at the same
 step on every worker (DDP stays in lockstep); there all workers evaluate, all-reduce and
 decide together whether the target or the budget is reached. The last evaluation is the
 stream's end, after the echo copies and repeats that follow the last fresh example. A
@@ -56,9 +56,9 @@ from echoray.train.loop_input import LoopInput
 from echoray.train.loop_report import LoopReport
 from echoray.train.models import build_model
 from echoray.train.optim import build_optimizer, lr_multiplier, set_lr
-from echoray.train.ports import CheckpointPort, CollectorPort, EvaluatorPort
 from echoray.train.prefetch import Prefetch
-from echoray.train.worker_link import BatchEchoDraws, Collectives, FreshClock
+from echoray.worker.link import BatchEchoDraws, Collectives, FreshClock
+from echoray.worker.ports import CheckpointPort, CollectorPort, EvaluatorPort
 
 
 def steps_per_data_epoch(cfg: PipelineConfig, num_train: int, world: int) -> int:
@@ -103,7 +103,7 @@ class WorkerEnv:
     rank: int
     world: int
     device: torch.device
-    link: CollectorPort  # CollectorLink or LocalLink (train/worker_link.py)
+    link: CollectorPort  # CollectorLink or LocalLink (worker/link.py)
     comm: Collectives
     wrap_model: Callable[[torch.nn.Module], torch.nn.Module]  # DDP + device (ray.train.torch.prepare_model)
     evaluator: EvaluatorPort  # train/evaluate.py EvalSet, train/lm_eval.py TextEvalSet

@@ -21,9 +21,9 @@ from echoray.runtime.commit import CommitCallback
 from echoray.runtime.resources import ResourcePlan
 from echoray.storage.fs import is_uri, open_location
 from echoray.storage.retrying_fs import retrying
-from echoray.train.entry import train_loop_local, train_loop_per_worker
 from echoray.train.groups import GroupedDataConfig
 from echoray.train.train_stream import TrainStream
+from echoray.worker.entry import train_loop_local, train_loop_per_worker
 
 TRAIN_RUN_NAME = "train"
 # Ray Train's controller takes a worker's report (checkpoint) only when it polls the

@@ -16,8 +16,8 @@ import torch
 from echoray.config import PipelineConfig
 from echoray.data.sources import SourceIndex
 from echoray.train.loop import WorkerEnv, WorkerLoop
-from echoray.train.ports import CollectorPort, EvaluatorPort
-from echoray.train.worker_link import Collectives
+from echoray.worker.link import Collectives
+from echoray.worker.ports import CollectorPort, EvaluatorPort
 
 
 @dataclass

@@ -6,9 +6,9 @@ from __future__ import annotations
 import torch
 
 from echoray.config import PipelineConfig
-from echoray.train.assembly import WorkerSite
 from echoray.train.early_stream import StartedStream, batch_stream
-from echoray.train.worker_link import Collectives
+from echoray.worker.assembly import WorkerSite
+from echoray.worker.link import Collectives
 
 
 def run_worker(config: dict, started=None) -> None:
@@ -18,8 +18,8 @@ def run_worker(config: dict, started=None) -> None:
     import ray.train
 
     from echoray.recovery import checkpoint
-    from echoray.train.assembly import build_loop, restore_and_keep
-    from echoray.train.worker_link import CollectorLink
+    from echoray.worker.assembly import build_loop, restore_and_keep
+    from echoray.worker.link import CollectorLink
 
     checkpoint.quiet_report_log()
     cfg = PipelineConfig.model_validate(config["cfg"])

@@ -10,7 +10,7 @@ def train_loop_per_worker(config: dict) -> None:
 
         started = start_worker_stream(config)  # before torch: Ray Data starts meanwhile
         from echoray.runtime.node_metrics import watching_node
-        from echoray.train.worker import run_worker
+        from echoray.worker.ray_worker import run_worker
 
         with watching_node(config.get("tracking")):  # a node other than the driver's: its system metrics
             run_worker(config, started)
