@@ -15,8 +15,8 @@ __version__ = "0.1.0"
 _API = {
     "load_config": "echoray.api",
     "ConfigError": "echoray.config_load", "SourceError": "echoray.data.sources",
-    "TrackingError": "echoray.tracking", "StallError": "echoray.runtime.monitor",
-    "DataError": "echoray.runtime.monitor",
+    "TrackingError": "echoray.tracking", "StallError": "echoray.driver.monitor",
+    "DataError": "echoray.driver.monitor",
 }
 __all__ = [*_API, "__version__"]
 

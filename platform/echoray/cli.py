@@ -130,8 +130,8 @@ def main(argv: list[str] | None = None) -> int:
 
     console.want_quiet(args.command in QUIET_COMMANDS and not args.verbose)
     err = console.stderr  # echoray's own lines reach the terminal while library output is diverted
-    from echoray.runtime.monitor import DataError, StallError
-    from echoray.runtime.signals import Terminated, sigterm_interrupts, terminated
+    from echoray.driver.monitor import DataError, StallError
+    from echoray.driver.signals import Terminated, sigterm_interrupts, terminated
     from echoray.tracking import TrackingError
 
     ray_was_up = _ray_is_up()  # a caller's Ray (tests, notebooks) is left running
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"echoray: Ray's and MLflow's messages: {console.log_path()}", file=err())  # else restore() names it
         return EXIT_FAILED
     finally:
-        # Ray is shut down only once no fit thread is blocked in it (runtime/monitor.py
+        # Ray is shut down only once no fit thread is blocked in it (driver/monitor.py
         # FIT_THREAD); entry() leaves without Ray's atexit when one still is.
         if not ray_was_up and not _fit_thread_running(wait_s=10):
             _shutdown_ray()
@@ -239,19 +239,19 @@ def _dispatch(args: argparse.Namespace, cfg, resume, t0: float) -> int:
 def entry(argv: list[str] | None = None) -> None:
     """The console script and the job entrypoints: `main`, then exit with its status.
     With a thread still running, the process is left with os._exit after the output is
-    flushed (runtime/stop.exit_now): a fit thread blocked inside Ray (a stalled run: its
+    flushed (driver/stop.exit_now): a fit thread blocked inside Ray (a stalled run: its
     controller, still waiting for resources, is not known to the driver and gets no
     abort) or Ray Data's stream threads of an interrupted run, which interpreter
     finalisation would end inside native code (SIGABRT). The MLflow run and the run
     folder were closed by then, and the job's actors die with this driver."""
     code = main(argv)
-    from echoray.runtime.stop import exit_now
+    from echoray.driver.stop import exit_now
 
     exit_now(code)  # os._exit while threads run: finalising would kill them (SIGABRT)
 
 
 def _fit_thread_running(wait_s: float) -> bool:
-    from echoray.runtime.monitor import fit_thread_running
+    from echoray.driver.monitor import fit_thread_running
 
     return fit_thread_running(wait_s)
 

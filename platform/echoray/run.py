@@ -30,12 +30,7 @@ from echoray.data.text.run_files import (
     save_tokenizer,
     text_summary,
 )
-from echoray.messages import epoch_line, quiet_console, say, say_console_log, say_start
-from echoray.preflight import fit_cluster, new_run_dir, storage_checked
-from echoray.recovery.resume import Resume, backfill, find_checkpoint, write_run_state
-from echoray.runtime.collector import RunCollector
-from echoray.runtime.epoch_bar import EpochBar, epoch_bar
-from echoray.runtime.monitor import (
+from echoray.driver.monitor import (
     CollectorLost,
     StallError,
     abandon_fits,
@@ -43,6 +38,11 @@ from echoray.runtime.monitor import (
     stop_training,
     watch_fit,
 )
+from echoray.messages import epoch_line, quiet_console, say, say_console_log, say_start
+from echoray.preflight import fit_cluster, new_run_dir, storage_checked
+from echoray.recovery.resume import Resume, backfill, find_checkpoint, write_run_state
+from echoray.runtime.collector import RunCollector
+from echoray.runtime.epoch_bar import EpochBar, epoch_bar
 from echoray.runtime.node_metrics import node_tracking
 from echoray.runtime.progress import EpochClock, LiveProgress, progress_line, progress_metrics
 from echoray.runtime.session import start_ray
@@ -323,7 +323,7 @@ def choose_local_mode(cfg: PipelineConfig, use_gpu: bool, local: bool, hooks: Ru
 
 def _end_collector(collector, status: str, local_mode: bool, stalled: bool) -> None:
     """Stop what still trains of a run that did not finish, then let its collector go.
-    A local-mode loop stops at its next step (runtime/stop.py) and a worker group when its
+    A local-mode loop stops at its next step (driver/stop.py) and a worker group when its
     aborted controller returns: both are waited for (FIT_JOIN_S) before the collector goes
     and before Ray is shut down. A stalled worker group with no controller to abort is
     abandoned instead: it has waited train.stall_timeout_s for resources already, nothing

@@ -2,10 +2,10 @@
 
 `python stop_harness.py ROUNDS SEED`: each round trains a real WorkerLoop (digits,
 in-memory batches of the real preprocessing) in the real fit thread of
-runtime/monitor.watch_fit, with the CLI's SIGTERM handling (runtime/signals.py); a timer
+driver/monitor.watch_fit, with the CLI's SIGTERM handling (driver/signals.py); a timer
 thread sends SIGTERM to this process at a random moment of the round. After each round
 one JSON line says how it ended. The last round's interrupt is not caught: it leaves the
-way `echoray` does (runtime/stop.exit_now with 143), so the caller checks the exit code.
+way `echoray` does (driver/stop.exit_now with 143), so the caller checks the exit code.
 Only `ray.get` is replaced (the collector is a plain object here).
 """
 
@@ -21,14 +21,14 @@ import time
 
 import torch
 
-import echoray.runtime.monitor as monitor
+import echoray.driver.monitor as monitor
 from echoray.config_load import load_config
 from echoray.data.shuffle_buffer import shuffled_batches
 from echoray.data.sources import index_source
+from echoray.driver import stop
+from echoray.driver.signals import Terminated, sigterm_interrupts
 from echoray.recovery.faults import RunAborted
-from echoray.runtime import stop
 from echoray.runtime.resources import plan_resources
-from echoray.runtime.signals import Terminated, sigterm_interrupts
 from echoray.train.local_run import local_loop, preprocessed_blocks
 
 torch.set_num_threads(1)

@@ -11,14 +11,14 @@ import time
 
 import pytest
 
-from echoray.runtime.monitor import abandon_fits, fit_thread_running, watch_fit
+from echoray.driver.monitor import abandon_fits, fit_thread_running, watch_fit
 from helpers import REPO
 
 SCRIPT = """
 import atexit, sys, threading
 sys.path.insert(0, {platform!r})
 import echoray.cli as cli
-from echoray.runtime.monitor import FIT_THREAD
+from echoray.driver.monitor import FIT_THREAD
 
 def fake_main(argv=None):
     if {stuck}:

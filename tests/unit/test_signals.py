@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from echoray.runtime.signals import Terminated, reclaim_sigterm, sigterm_interrupts
+from echoray.driver.signals import Terminated, reclaim_sigterm, sigterm_interrupts
 
 
 def test_sigterm_becomes_an_interrupt_only_while_a_command_runs():

@@ -1,8 +1,8 @@
 """SIGTERM at random moments of real training (the WorkerLoop in the fit thread of
-runtime/monitor.watch_fit, the CLI's signal handling, no Ray): every interrupted loop
+driver/monitor.watch_fit, the CLI's signal handling, no Ray): every interrupted loop
 stops at a step boundary and is joined, the process exits 143 exactly, never aborts.
 
-Before runtime/stop.py, a SIGTERM that landed in watch_fit's Thread.join made CPython
+Before driver/stop.py, a SIGTERM that landed in watch_fit's Thread.join made CPython
 3.11 mark the running fit thread stopped (threading._wait_for_tstate_lock), so the CLI
 went on to shut Ray down and finalise under it: exit 1 or SIGABRT."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from echoray.runtime import monitor, stop
+from echoray.driver import monitor, stop
 
 HARNESS = Path(__file__).with_name("stop_harness.py")
 FULL_STEPS = 48  # stop_harness.py's run: 6 epochs of 8 steps

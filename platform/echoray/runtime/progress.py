@@ -83,7 +83,7 @@ def progress_metrics(fig: dict[str, float | int | None]) -> dict[str, float | No
 
 
 class LiveProgress:
-    """Fed every poll of the collector (runtime/monitor.py); emits figures once
+    """Fed every poll of the collector (driver/monitor.py); emits figures once
     `every_s` have passed since the last line (0: never), and none after a line that
     showed the run's last epoch done: heartbeats go on while the run evaluates and
     stops, and their lines would read "... 0.0 ex/s ... epoch ETA ?"."""

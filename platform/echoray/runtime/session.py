@@ -7,7 +7,7 @@ import os
 
 import ray
 
-from echoray.runtime.signals import deferred_sigterm, reclaim_sigterm
+from echoray.driver.signals import deferred_sigterm, reclaim_sigterm
 
 
 def start_ray() -> bool:

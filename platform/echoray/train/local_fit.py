@@ -10,7 +10,7 @@ smallest adapter that adds it. The train function is the one a worker group runs
   so a resumed run hands the loop its checkpoint in the train function's config.
 - Threads: the train function runs in the driver, where Ray sets no OMP_NUM_THREADS: torch
   gets the worker's `scaling.cpus_per_worker`, as in a Ray Train worker of the same plan.
-- Stop: no controller aborts the function, so the loop checks runtime/stop.py's flag (the
+- Stop: no controller aborts the function, so the loop checks driver/stop.py's flag (the
   driver's signal handlers set it) before every step.
 - Ray Data's iterator threads outlive a stream closed at the target; the process goes on
   (the driver shuts Ray down, a Tune trial actor runs the next trial), so they are let end

@@ -108,7 +108,7 @@ class WorkerEnv:
     wrap_model: Callable[[torch.nn.Module], torch.nn.Module]  # DDP + device (ray.train.torch.prepare_model)
     evaluator: EvaluatorPort  # train/evaluate.py EvalSet, train/lm_eval.py TextEvalSet
     checkpointer: CheckpointPort | None = None  # recovery/faults.py Checkpointer; None: no checkpoints
-    should_stop: Callable[[], bool] | None = None  # checked before every step (runtime/stop.py)
+    should_stop: Callable[[], bool] | None = None  # checked before every step (driver/stop.py)
 
 
 class WorkerLoop:

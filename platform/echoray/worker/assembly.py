@@ -30,7 +30,7 @@ class WorkerSite:
     link: CollectorPort
     comm: Collectives
     wrap_model: Callable[[torch.nn.Module], torch.nn.Module]  # DDP + device, or the identity
-    should_stop: Callable[[], bool] | None = None  # checked before every step (runtime/stop.py)
+    should_stop: Callable[[], bool] | None = None  # checked before every step (driver/stop.py)
 
 
 def build_loop(cfg: PipelineConfig, idx: SourceIndex, site: WorkerSite,

@@ -67,7 +67,7 @@ def _local_site(link) -> WorkerSite:
     """Local mode: rank 0 of 1 on the CPU (train/local_mode.py), the model as it is, the stop
     flag of this process. Not ray.train.get_context() and friends: inside a Tune trial (a
     warm trial) Ray 2.60 refuses them as deprecated in a Tune session."""
-    from echoray.runtime import stop
+    from echoray.driver import stop
 
     return WorkerSite(0, 1, torch.device("cpu"), link, Collectives.single(), lambda model: model,
                       should_stop=stop.requested)

@@ -1,15 +1,15 @@
 """Stopping a fit at a step boundary, and leaving the process without killing threads.
 
 Contract: once `request()` has been called (SIGTERM, Ctrl-C, or the driver giving up on
-a fit: runtime/monitor.watch_fit), a training loop in this process ends at its next step
+a fit: driver/monitor.watch_fit), a training loop in this process ends at its next step
 boundary (train/loop.py WorkerLoop.train checks `requested()` before every optimizer
-step and raises RunAborted), and runtime/monitor.join_fit waits for the fit thread to end before the
+step and raises RunAborted), and driver/monitor.join_fit waits for the fit thread to end before the
 driver kills the run's collector or shuts Ray down. `exit_now` then ends the process
 without interpreter finalisation when a thread is still alive.
 
 Why: the CLI shut Ray down and let the interpreter finalise while a training thread was
 mid-step. (1) A SIGTERM landing in watch_fit's Thread.join made CPython 3.11 mark the
-running fit thread stopped (see runtime/monitor._fit_ends), so nothing waited for it:
+running fit thread stopped (see driver/monitor._fit_ends), so nothing waited for it:
 exit 1 ("The core worker has already been shutdown", 3 of 8 SIGTERMed in-process runs
 here) or SIGABRT. (2) Finalisation with daemon threads still running ends a thread that
 comes back from native code with the GIL released (torch's backward pass, numpy's

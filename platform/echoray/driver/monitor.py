@@ -9,7 +9,7 @@ from typing import Any
 
 import ray
 
-from echoray.runtime import stop
+from echoray.driver import stop
 from echoray.runtime.resources import ResourcePlan, format_shortfall, shortfall
 
 # The thread that runs a fit on the driver. One the driver gave up on (stall, bad data,
@@ -105,7 +105,7 @@ def abandon_fits() -> None:
 
 def join_fit(timeout_s: float) -> bool:
     """Wait up to `timeout_s` for the fit thread (FIT_THREAD) to end; True when none is left
-    running (runtime/stop.py says why the driver must wait)."""
+    running (driver/stop.py says why the driver must wait)."""
     return not fit_thread_running(timeout_s)
 
 

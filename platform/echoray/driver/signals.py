@@ -24,10 +24,10 @@ _terminated = False
 
 
 def _raise(signum, frame) -> None:
-    from echoray.runtime import stop
+    from echoray.driver import stop
 
     global _terminated
-    stop.request()  # a training thread ends at its next step (runtime/stop.py)
+    stop.request()  # a training thread ends at its next step (driver/stop.py)
     _terminated = True
     raise Terminated()
 
@@ -73,7 +73,7 @@ def deferred_sigterm() -> Iterator[None]:
     held: list[int] = []
 
     def hold(signum, frame) -> None:
-        from echoray.runtime import stop
+        from echoray.driver import stop
 
         global _terminated
         stop.request()
