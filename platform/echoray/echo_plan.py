@@ -36,7 +36,7 @@ class EchoPlan:
     stage: str  # echo.stage, as configured (for records)
     factor: float | str  # echo.factor, as configured (a number or "auto")
     examples: bool  # the stage repeats examples (its draws decide rows per epoch)
-    on_batches: bool  # the worker repeats each batch (worker/link.py BatchEchoDraws)
+    on_batches: bool  # the worker repeats each batch (train/consumption_echo.py BatchEchoDraws)
     # echo.factor: auto of examples made by the reading worker as it takes rows from the
     # stream (train/consumption_echo.py): after augmentation, or before one that runs on
     # the worker (or with none). Before a CPU augmentation the copies need the actor's
@@ -48,7 +48,7 @@ class EchoPlan:
     per_copy_augment: bool  # each echo copy gets its own augmentation key (echo precedes it)
     separate_copies: bool  # repack batches so copies of one sample rarely share one (data/batching.py)
     # under `auto` at consumption: when no fresh batch is ready, the worker
-    # completes one with extra copies of samples it trained lately (train/spare_copies.py).
+    # completes one with extra copies of samples it trained lately (train/consumption_echo.py SpareCopies).
     fills_waits: bool = False
 
     @property

@@ -7,8 +7,7 @@ import numpy as np
 
 from echoray.accounting.fresh import FreshTracker, sample_keys
 from echoray.data.echo import copy_counts, echo_keys
-from echoray.train.consumption_echo import ConsumptionEcho, agree_min
-from echoray.train.spare_copies import SpareCopies
+from echoray.train.consumption_echo import ConsumptionEcho, SpareCopies, agree_min
 
 B = 32
 

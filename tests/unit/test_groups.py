@@ -9,8 +9,8 @@ from echoray.config import PipelineConfig
 from echoray.data.echo import batch_repeats
 from echoray.echo_plan import EchoPlan
 from echoray.train.batch_augment import step_counts, view_indices, view_keys
+from echoray.train.consumption_echo import BatchEchoDraws
 from echoray.train.groups import rank_layout, shard_map
-from echoray.worker.link import BatchEchoDraws
 
 LAYOUTS = [(4, 2, "grouped"), (4, 4, "grouped"), (8, 4, "grouped"), (4, 2, "local"), (1, 4, "local")]
 

@@ -1,11 +1,11 @@
-"""Extra copies for a worker that would wait (train/spare_copies.py): copies of distinct
+"""Extra copies for a worker that would wait (train/consumption_echo.py SpareCopies): copies of distinct
 recently trained samples, never past max_copies per sample, never counted fresh."""
 
 import numpy as np
 
 from echoray.accounting.fresh import FreshTracker
 from echoray.data.batching import sample_keys
-from echoray.train.spare_copies import SpareCopies
+from echoray.train.consumption_echo import SpareCopies
 
 
 def trained(ids, copies, epoch=0):

@@ -8,7 +8,7 @@ the first copy seen counts the sample, the last one drops the entry. Memory is b
 by what is in flight (shuffle buffer, batch packer carry), not by the dataset; samples
 with a single copy (no echo, batch echo) never enter the table. A row whose count is 0
 is an extra copy of a sample this worker has trained already (filling waits under auto,
-train/spare_copies.py): it is neither fresh nor one of the sample's planned copies.
+train/consumption_echo.py SpareCopies): it is neither fresh nor one of the sample's planned copies.
 
 Several workers. Ray Data's streaming_split(equal=True) hands out whole blocks while the
 stream runs (copies of one sample leave the actor in one block) and cuts blocks only
@@ -47,7 +47,7 @@ class FreshTracker:
             return len(copies)  # no echo: every row is a sample's only copy
         for key, n in zip(sample_keys(epoch, sample_id).tolist(), copies.tolist(), strict=True):
             if n == 0:
-                continue  # an extra copy of a sample counted already (train/spare_copies.py)
+                continue  # an extra copy of a sample counted already (train/consumption_echo.py SpareCopies)
             entry = self.table.get(key)
             if entry is None:
                 fresh += 1

@@ -1,20 +1,17 @@
-"""`echo.factor: auto` decided at consumption time, on the worker side of the stream.
+"""Echo made on the worker side of the stream: under `echo.factor: auto` per example
+(ConsumptionEcho), extra copies for a worker that would wait (SpareCopies), and batch echo's
+repeat counts (BatchEchoDraws). The three places a worker makes copies, in one module.
 
-Why here and not in the preprocessing actor: Ray Data runs ahead of the workers. An
-actor emits a map task's rows as one block when the task ends, and before the first
-train step (tens of seconds of worker start-up on a loaded 2-core machine) it had read
-the whole digits run, 20 epochs, all echoed at the start-up factor 1.0: the run trained
-at e = 1.00 although the factor reached 4 within 2 s (measured: benchmarks/echo.py,
-issue 14). Whatever was produced before a factor change was echoed at the old factor.
-
-So under `auto` (echo after augmentation, or before it when the augmentation runs on
-the worker) the actor emits every sample once, and the worker echoes each fresh row
-when it takes it out of the stream, with the factor of that moment: echo_rows (the
-same per-item floor(e) + Bernoulli(frac(e)) draw, keyed by (seed, epoch, sample_id))
-into a pool of `capacity` rows (echo.shuffle_buffer) that is topped up before every
-batch and from which each batch of B rows is drawn at random, copies of one sample
-kept apart (the shuffle buffer and batch packer of the fixed-factor path, in one). A
-factor change reaches training within one pool of rows (512 at batch 64: 8 steps).
+Why per example here and not in the preprocessing actor: Ray Data runs ahead of the
+workers, so rows an actor had already echoed kept the factor of that moment (the run
+trained at e = 1.00 while the factor reached 4: benchmarks/echo.py, issue 14). Under `auto`
+(echo after augmentation, or before it when the augmentation runs on the worker) the
+actor emits every sample once, and the worker echoes each fresh row when it takes it out
+of the stream, with the factor of that moment: echo_rows (the same per-item floor(e) +
+Bernoulli(frac(e)) draw, keyed by (seed, epoch, sample_id)) into a pool of `capacity` rows
+(echo.shuffle_buffer) topped up before every batch, from which each batch of B rows is
+drawn at random, copies of one sample kept apart. A factor change reaches training within
+one pool of rows.
 
 What stays exact:
 - fresh accounting: a sample's copies are all made at once, so `echo_copies` is the
@@ -36,8 +33,7 @@ from collections.abc import Callable, Iterable, Iterator
 import numpy as np
 
 from echoray.accounting.fresh import sample_keys
-from echoray.data.echo import echo_rows
-from echoray.train.spare_copies import SpareCopies
+from echoray.data.echo import batch_repeats, echo_rows
 
 Batch = dict[str, np.ndarray]
 
@@ -79,7 +75,7 @@ class ConsumptionEcho:
         self.live = np.zeros(0, dtype=bool)
         self._add(pool)
         self.factors: list[float] = []  # the factor of each fresh batch taken (what the run trained with)
-        self.spare = spare  # under auto: extra copies instead of waiting (train/spare_copies.py)
+        self.spare = spare  # under auto: extra copies instead of waiting (train/consumption_echo.py SpareCopies)
         self.extra_batches = 0  # batches completed with extra copies
         self.exhausted = False
 
@@ -166,3 +162,82 @@ class ConsumptionEcho:
         """The echoed rows not trained yet (a checkpoint's pending rows)."""
         return {k: v[self.live] for k, v in self.pool.items()} if self.held() else None
 
+
+class SpareCopies:
+    """Extra copies of recently trained samples, for a worker that would otherwise wait: the
+    last `capacity` distinct trained samples and the copies each has left.
+
+    Contract: `keep(batch)` after a batch is trained remembers its samples (one row each, the
+    latest `capacity` distinct samples); `extras(n, exclude, rng)` returns n rows, copies of
+    distinct remembered samples not in `exclude`, or None when fewer than n have copies left.
+    A sample's copies, planned and extra, never exceed `max_copies` (echo.max_factor). An
+    extra row carries `echo_copies` 0 (a copy outside the echo plan: the fresh-example table
+    never counts it, accounting/fresh.py) and `echo_copy` = planned copies + extras made before it,
+    so the audit's (epoch, sample_id, echo_copy) stays unique per trained row. Pure numpy.
+
+    Why: under `auto` a source that delivers in bursts left the worker idle through every
+    gap, and an idle step is worth less than a repeated example (benchmarks/lm_auto_echo.py)."""
+
+    def __init__(self, capacity: int, max_copies: float):
+        self.capacity, self.max_copies = capacity, int(max_copies)
+        self.rows: Batch | None = None
+        self.made = np.zeros(0, dtype=np.int64)  # copies of each remembered sample so far
+
+    def __len__(self) -> int:
+        return 0 if self.rows is None else len(self.made)
+
+    def keep(self, batch: Batch) -> None:
+        """Remember the planned copies of a trained batch (extra rows are remembered already)."""
+        planned = np.asarray(batch["echo_copies"]) > 0
+        keys = sample_keys(batch["epoch"], batch["sample_id"])
+        _, first = np.unique(keys, return_index=True)
+        new = first[planned[first]]
+        if self.rows is not None:
+            new = new[~np.isin(keys[new], self._keys())]
+        if not len(new):
+            return
+        rows = {k: np.asarray(v)[new] for k, v in batch.items()}
+        made = np.asarray(rows["echo_copies"], dtype=np.int64)
+        if self.rows is not None:
+            rows = {k: np.concatenate([self.rows[k], rows[k]]) for k in rows}
+            made = np.concatenate([self.made, made])
+        cut = max(0, len(made) - self.capacity)  # the oldest go first
+        self.rows, self.made = {k: v[cut:] for k, v in rows.items()}, made[cut:]
+
+    def extras(self, n: int, exclude: np.ndarray, rng: np.random.Generator) -> Batch | None:
+        """n extra rows of distinct samples outside `exclude` (sample keys), or None."""
+        if self.rows is None or n <= 0:
+            return None
+        open_ = np.flatnonzero((self.made < self.max_copies) & ~np.isin(self._keys(), exclude))
+        if len(open_) < n:
+            return None
+        pick = rng.choice(open_, size=n, replace=False)
+        out = {k: v[pick] for k, v in self.rows.items()}
+        out["echo_copy"] = self.made[pick].copy()
+        out["echo_copies"] = np.zeros(n, dtype=np.int64)
+        self.made[pick] += 1
+        return out
+
+    def _keys(self) -> np.ndarray:
+        return sample_keys(self.rows["epoch"], self.rows["sample_id"])
+
+
+class BatchEchoDraws:
+    """How often batch echo repeats each batch: batch_repeats(seed, batch index, factor),
+    the same on every rank. Under `auto` rank 0 refreshes the factor every REFRESH
+    batches from the collector without waiting, and one broadcast makes every rank use
+    it (instead of a blocking ray.get and a broadcast per batch)."""
+
+    REFRESH = 16
+
+    def __init__(self, seed: int, factor: float | str, rank: int, link, broadcast_float):
+        self._draw = batch_repeats
+        self.seed, self.rank, self.link, self.broadcast = seed, rank, link, broadcast_float
+        self.auto = factor == "auto"
+        self.factor = 1.0 if self.auto else float(factor)
+
+    def __call__(self, batch_index: int) -> int:
+        if self.auto and batch_index % self.REFRESH == 0:
+            live = self.link.live_factor() if self.rank == 0 else None
+            self.factor = self.broadcast(float(live) if live is not None else self.factor)
+        return self._draw(self.seed, batch_index, self.factor)

@@ -48,6 +48,7 @@ from echoray.train.batch_augment import (
     step_counts,
     view_indices,
 )
+from echoray.train.consumption_echo import BatchEchoDraws
 from echoray.train.device import LossMeter, Precision, ToDevice, memory_format
 from echoray.train.evaluate import Normalizer
 from echoray.train.ghost_bn import use_ghost_batch_norm
@@ -57,7 +58,7 @@ from echoray.train.loop_report import LoopReport
 from echoray.train.models import build_model
 from echoray.train.optim import build_optimizer, lr_multiplier, set_lr
 from echoray.train.prefetch import Prefetch
-from echoray.worker.link import BatchEchoDraws, Collectives, FreshClock
+from echoray.worker.link import Collectives, FreshClock
 from echoray.worker.ports import CheckpointPort, CollectorPort, EvaluatorPort
 
 

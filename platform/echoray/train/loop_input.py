@@ -18,9 +18,8 @@ from echoray.data.batching import pack_unique, sample_keys
 from echoray.echo_plan import shuffle_buffer_rows
 from echoray.seeds import STREAM_SAMPLER, derive_seed
 from echoray.train.batch_augment import worker_views
-from echoray.train.consumption_echo import ConsumptionEcho, agree_min
+from echoray.train.consumption_echo import ConsumptionEcho, SpareCopies, agree_min
 from echoray.train.prefetch import Prefetch
-from echoray.train.spare_copies import SpareCopies
 
 
 def has_duplicates(batch: dict[str, np.ndarray]) -> bool:

@@ -153,27 +153,3 @@ class FreshClock:
             return True
         self.next_check = steps + max(1, math.ceil((target - total) / self.max_per_step))
         return False
-
-
-class BatchEchoDraws:
-    """How often batch echo repeats each batch: batch_repeats(seed, batch index, factor),
-    the same on every rank. Under `auto` rank 0 refreshes the factor every REFRESH
-    batches from the collector without waiting, and one broadcast makes every rank use
-    it (instead of a blocking ray.get and a broadcast per batch)."""
-
-    REFRESH = 16
-
-    def __init__(self, seed: int, factor: float | str, rank: int, link, broadcast_float):
-        from echoray.data.echo import batch_repeats
-
-        self._draw = batch_repeats
-        self.seed, self.rank, self.link, self.broadcast = seed, rank, link, broadcast_float
-        self.auto = factor == "auto"
-        self.factor = 1.0 if self.auto else float(factor)
-
-    def __call__(self, batch_index: int) -> int:
-        if self.auto and batch_index % self.REFRESH == 0:
-            live = self.link.live_factor() if self.rank == 0 else None
-            self.factor = self.broadcast(float(live) if live is not None else self.factor)
-        return self._draw(self.seed, batch_index, self.factor)
-
