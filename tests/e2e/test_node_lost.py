@@ -140,6 +140,15 @@ def run_args(sqlite_uri: str, run: Path, *sets: str) -> list[str]:
     return [*train_args(sqlite_uri, run), *(a for s in ("train.storage_shared=true", *sets) for a in ("--set", s))]
 
 
+def snapshot_epoch(path: Path) -> int:
+    """The evaluation of the latest checkpoint in Ray Train's snapshot (0: none yet)."""
+    try:
+        latest = json.loads(path.read_text())["latest_checkpoint_result"]
+    except (FileNotFoundError, json.JSONDecodeError, KeyError):
+        return 0
+    return int(latest["metrics"]["epoch"]) if latest else 0
+
+
 def longest_pause(d: Driver, since: float) -> float:
     """The longest time after `since` in which the run shown got no step further than it had
     been (batches already fetched are trained on while the lost work is redone; a restarted
@@ -188,6 +197,12 @@ def test_lost_training_node_restarts_from_the_checkpoint_and_counts_stay_exact(n
     # Evaluation 1 is printed once a checkpoint covers it (runtime/epoch_ledger.py): kill after.
     wait(lambda: re.search(r"\] eval\s+1\s+epoch", d.output) or d.proc.poll() is not None,
          "evaluation 1 checkpointed", 300)
+    assert d.proc.poll() is None, d.output[-3000:]
+    # ... and once Ray Train's own snapshot names it: what a restarted worker group is given.
+    # Killed before that (1 run in 7, make test at 8857155), the group restarted from scratch
+    # (counts still exact) although the collector had been told of the checkpoint.
+    snapshot = run / "ray" / "train" / "checkpoint_manager_snapshot.json"
+    wait(lambda: snapshot_epoch(snapshot) >= 1 or d.proc.poll() is not None, "Ray Train's snapshot of evaluation 1", 60)
     assert d.proc.poll() is None, d.output[-3000:]
     (worker,) = alive(nodes, "RayTrainWorker")
     lost, killed_at = lose_node_of(nodes, worker)
