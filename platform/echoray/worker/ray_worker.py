@@ -46,11 +46,11 @@ def run_worker(config: dict, started=None) -> None:
         source = started or StartedStream(batch_stream(ray.train.get_dataset_shard("train"), cfg, loop.group))
     try:
         final = loop.finish(loop.train(loop.input_batches(source)))
-        if final is not None:  # rank 0: the weights it ended with, for the run's MLflow model
-            link.ask("keep_model", checkpoint.final_weights(loop.model), final.epochs)
     finally:
         if local and source is not None:  # the process goes on: its stream must not
-            source.close()
+            source.close()  # before the hand-over below, which waited on a still-running stream
+    if final is not None:  # rank 0: the weights it ended with, for the run's MLflow model
+        link.ask("keep_model", checkpoint.final_weights(loop.model), final.epochs)
 
 
 def _group_site(link) -> WorkerSite:
