@@ -80,6 +80,24 @@ def test_refreshed_asks_at_most_every_interval_and_never_waits():
     assert r.poll(urgent=True) == 3.0 and len(asked) == 5  # urgent: asked even with one in flight
 
 
+def test_urgent_asks_do_not_hide_the_reply_in_flight():
+    """An urgent ask while one is out is sent, but the reply taken is the oldest's: when
+    each urgent ask replaced the one awaited, no reply landed while asks came faster than
+    answers, and an actor that waited for 'training started' sent every block."""
+    clock, asked = Clock(), []
+
+    def request() -> Future:
+        asked.append(Future())
+        return asked[-1]
+
+    r = Refreshed(request, reply="not started", every_s=0.5, clock=clock)
+    for _ in range(3):
+        r.poll(urgent=True)
+    assert len(asked) == 3
+    asked[0].set_result("started")  # the first answer comes while the later asks are out
+    assert r.poll() == "started"
+
+
 def test_reports_are_sent_per_call_until_training_starts_then_at_most_every_interval():
     c, clock = Collector(1.0, 8.0, n_train=100), Clock()
     feed, wire = feed_on(c, clock)

@@ -66,8 +66,11 @@ class Refreshed:
     def poll(self, urgent: bool = False) -> Any:
         self.take_done()
         now = self.clock()
-        if urgent or (self.pending is None and now - self.asked_at >= self.every_s):
+        if self.pending is None and (urgent or now - self.asked_at >= self.every_s):
             self.pending, self.asked_at = self.request(), now
+        elif urgent:  # sent at once; the reply awaited stays the oldest in flight: replacing it
+            self.request()  # let no reply land under load, so every block was sent (control_plane.json)
+            self.asked_at = now
         return self.reply
 
 
