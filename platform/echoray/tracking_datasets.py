@@ -157,13 +157,34 @@ def _schema(idx: SourceIndex):
                    TensorSpec(np.dtype(np.int64), (-1,), "label")])
 
 
+# What a store says when two runs of one experiment insert one dataset at once (SQLite,
+# PostgreSQL, MySQL): MLflow looks the row up, then inserts it; the later insert fails.
+LOST_INSERT_RACE = ("UNIQUE constraint failed: datasets", "duplicate key value violates unique constraint",
+                    "Duplicate entry")
+LOG_ATTEMPTS = 3
+
+
+def lost_insert_race(exc: Exception) -> bool:
+    """Whether `exc` is the store refusing a dataset row another run inserted first."""
+    return any(s in str(exc) for s in LOST_INSERT_RACE)
+
+
 def log_datasets(client, run_id: str, idx: SourceIndex) -> None:
-    """Log both splits as the run's dataset inputs (MLflow keeps one row per name and
-    digest: a resumed run on unchanged data adds nothing)."""
+    """Log both splits as the run's dataset inputs (MLflow keeps one row per experiment, name
+    and digest: a resumed run on unchanged data adds nothing). Two runs logging one dataset
+    at once (a search's trials starting together) race in MLflow's store; the loser's call
+    is made again and finds the row (seen on `mlflow server` with SQLite, 1 search in 14)."""
     from mlflow.entities import DatasetInput, InputTag
+    from mlflow.exceptions import MlflowException
     from mlflow.utils.mlflow_tags import MLFLOW_DATASET_CONTEXT
 
     inputs = [DatasetInput(split_dataset(idx, split)._to_mlflow_entity(),
                            tags=[InputTag(MLFLOW_DATASET_CONTEXT, context)])
               for split, context in CONTEXTS.items()]
-    client.log_inputs(run_id, datasets=inputs)
+    for attempt in range(LOG_ATTEMPTS):
+        try:
+            client.log_inputs(run_id, datasets=inputs)
+            return
+        except MlflowException as exc:
+            if attempt == LOG_ATTEMPTS - 1 or not lost_insert_race(exc):
+                raise

@@ -14,6 +14,7 @@ def test_tune_job_succeeds_with_parent_and_child_runs_on_the_mlflow_server(ray_h
                  "--set", "tracking.experiment=e2e-tune", "--set", "train.max_epochs=2",
                  "--set", "train.target=0.5")
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    print(res.stdout[-6000:])  # the job's lines, in the log of a failed assertion below
     assert job_status(ray_head, job_id_of(res.stdout)) == "SUCCEEDED"
     assert res.stdout.count(" started: ") == 2 and "fresh examples to target over 1 repeat" in res.stdout
 
@@ -27,9 +28,14 @@ def test_tune_job_succeeds_with_parent_and_child_runs_on_the_mlflow_server(ray_h
     kids = {r.data.tags["echoray.trial_key"]: r for r in runs
             if r.data.tags.get("mlflow.parentRunId") == summary["mlflow_parent_run_id"]}
     assert sorted(kids) == ["r0-t0", "r0-t1"] and len(runs) == 3
+    # the search's data on its parent, logged before the trials: they link the same rows
+    data = {(i.tags[0].value, i.dataset.digest) for i in client.get_run(summary["mlflow_parent_run_id"]).inputs.dataset_inputs}
+    assert {c for c, _ in data} == {"training", "evaluation"} and len(data) == 2
     for t in summary["trials"]:
         run = kids[t["trial_key"]]
+        assert t["status"] != "error", t
         assert run.info.status == "FINISHED" and run.info.run_id == t["mlflow_run_id"]
+        assert {(i.tags[0].value, i.dataset.digest) for i in client.get_run(run.info.run_id).inputs.dataset_inputs} == data
         assert run.data.params["optimizer.lr"] == str(t["params"]["optimizer.lr"])
         steps = [m.step for m in client.get_metric_history(run.info.run_id, "accuracy")]  # optimizer steps
         assert len(steps) == t["evaluations"] and steps == sorted(set(steps)) and steps[0] > 0

@@ -10,7 +10,7 @@ from mlflow.tracking import MlflowClient
 from echoray.config import SourceConfig
 from echoray.data.fixtures import write_cifar10_bin, write_image_folder, write_parquet
 from echoray.data.sources import index_source
-from echoray.tracking_datasets import log_datasets, split_digest
+from echoray.tracking_datasets import log_datasets, lost_insert_race, split_digest
 
 
 def _digests(cfg: SourceConfig) -> tuple[str, str]:
@@ -90,3 +90,22 @@ def test_many_files_are_listed_once_and_only_theirs_count(tmp_path):
     listed = file_stats(str(tmp_path), named)
     assert [(p, size) for p, size, _ in listed] == [(p, i) for i, p in enumerate(named)]
     assert file_stats(str(tmp_path), named[:3]) == listed[:3]  # a few: one stat each, the same rows
+
+
+def test_a_dataset_row_inserted_by_another_run_first_is_told_from_other_errors():
+    """The store's answers when two runs insert one dataset at once: the message `mlflow
+    server` with SQLite gave a trial of a search (tests/e2e/test_tune_job.py, before the
+    parent run logged the data first), and PostgreSQL's and MySQL's for the same key."""
+    from mlflow.exceptions import MlflowException, RestException
+
+    sqlite = RestException({"error_code": "BAD_REQUEST", "message": (
+        "(sqlite3.IntegrityError) UNIQUE constraint failed: datasets.experiment_id, datasets.name, "
+        "datasets.digest [SQL: INSERT INTO datasets (dataset_uuid, experiment_id, name, digest, ...)]")})
+    postgres = MlflowException('(psycopg2.errors.UniqueViolation) duplicate key value violates unique '
+                               'constraint "dataset_pk"')
+    mysql = MlflowException("(pymysql.err.IntegrityError) (1062, \"Duplicate entry '1-digits-ad7a' "
+                            "for key 'datasets.PRIMARY'\")")
+    assert all(lost_insert_race(e) for e in (sqlite, postgres, mysql))
+    other = RestException({"error_code": "BAD_REQUEST", "message": "Run 'abc' not found"})
+    assert not lost_insert_race(other)
+    assert not lost_insert_race(MlflowException("UNIQUE constraint failed: runs.run_uuid"))

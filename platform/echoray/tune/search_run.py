@@ -33,6 +33,7 @@ from echoray.runtime.session import start_ray
 from echoray.storage.locations import runs_root
 from echoray.summary import write_json_atomic
 from echoray.tracking import RunLogger, check_reachable, tracking_uri
+from echoray.tracking_datasets import log_datasets
 from echoray.train.local_mode import fits_local_mode
 from echoray.tune.mlflow_runs import (
     child_runs,
@@ -186,6 +187,9 @@ def _open_search(cfg: PipelineConfig, idx, d: Path, base: dict, where: tuple, po
     run_id = logger.start(run_name=d.name, params=params, parent_run_id=parent_run_id,
                           tags={"echoray.kind": "search", "echoray.pipeline": pipeline,
                                 "echoray.run_dir": str(d.resolve()), **(tags or {})})
+    # the search's data on its parent run, before any trial logs it: trials starting together
+    # then find the dataset rows and insert none (tracking_datasets.log_datasets)
+    log_datasets(logger.client, run_id, idx)
     write_json_atomic(d / STATE_FILE, {
         "pipeline": pipeline, "config": base, "trials": points.trials, "repeats": points.repeats,
         "parent_run_id": run_id, "tracking_uri": uri, "storage": home})
