@@ -6,12 +6,16 @@ name and merges their files):
 
     meta.json         rank 0: epoch, steps, first open plan epoch, loop state, epoch history,
                       the live echo factor (echo.factor: auto)
-    model.pt          rank 0: model and optimizer state (the LR schedule is a function of steps)
+    model.pt          rank 0: model and optimizer state (the LR schedule: of steps and lr_from)
     rank_<r>.json     counters, batch index, and a batch whose batch-echo repeats the epoch
                       end cut short (its arrays in pending_<r>.npz)
     rank_<r>.pt       torch RNG state
     consumed_<r>.npz  keys of the rows the rank consumed in plan epochs not yet complete
     audit_<r>.npz     audit rows since the previous checkpoint (audit.enabled)
+
+A checkpoint written by W workers restores into N others (`echoray train --resume RUN --set
+scaling.num_workers=N`): every new rank reads all W rank_<r>.json and pending_<r>.npz and
+takes its share (recovery/reshard.py); consumed_<r>.npz are a union anyway.
 
 torch is imported inside the functions: Ray Train's controller reads the replay part
 (read_replay) and should not pay for importing torch.
