@@ -93,7 +93,8 @@ def test_a_meta_json_written_before_the_records_is_read_by_every_reader(tmp_path
     rank_part = LoopState().to_checkpoint()[1]
     state = LoopState.from_checkpoint(meta.state, rank_part)
     assert state.to_target == EpochRecord.from_dict(IMAGE_EVENT) and state.reason == "target reached"
-    assert state.to_checkpoint()[0] == json.loads(OLD_META_JSON)["state"]
+    # ... with the schedule's start that checkpoints of earlier versions lack (a run's start)
+    assert state.to_checkpoint()[0] == {**json.loads(OLD_META_JSON)["state"], "lr_from": [0, 0.0]}
 
 
 DATA = Path(__file__).parent / "data" / "checkpoint_meta"
@@ -124,4 +125,5 @@ def test_real_checkpoints_of_earlier_versions_restore_as_they_were(tmp_path, run
     saved = {k: v for k, v in rank_state.items() if k != "pending"}
     assert "extra" not in saved["counters"] and state.counters.extra == 0
     saved["counters"] = {**saved["counters"], "extra": 0}
-    assert run_part == raw["state"] and rank_part == saved
+    # ... and the schedule's start they lack is the run's start (recovery/reshard.py schedule_epochs)
+    assert run_part == {**raw["state"], "lr_from": [0, 0.0]} and rank_part == saved

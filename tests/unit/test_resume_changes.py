@@ -1,7 +1,9 @@
 """`echoray train --resume RUN --set KEY=VALUE`: a resume may change where the rest of the
-run is placed and how long the driver waits (recovery/resume.py CHANGEABLE_ON_RESUME), for this
-resume only; any other key is refused naming it, exit 2, before anything is written or
+run is placed, by how many workers, and how long the driver waits (recovery/resume.py
+CHANGEABLE_ON_RESUME), for this resume only; any other key is refused naming it, exit 2, before anything is written or
 started (the run folder as it was, no MLflow store opened)."""
+
+import json
 
 import pytest
 
@@ -36,8 +38,36 @@ def test_placement_and_timeouts_may_change_for_this_resume(run):
     assert plain.changed == {}
 
 
+def test_the_number_of_workers_may_change_for_this_resume(run):
+    cfg, resume = open_run(str(run), ["scaling.num_workers=1"])
+    assert cfg.scaling.num_workers == 1 and resume.changed == {"scaling.num_workers": ["2", "1"]}
+    assert load_config(run / "config.yaml").scaling.num_workers == 2  # config.yaml as the run started
+
+
+def test_a_worker_count_the_groups_do_not_divide_is_refused_naming_both_keys(tmp_path):
+    d = tmp_path / "grouped"
+    d.mkdir()
+    (d / "config.yaml").write_text(to_yaml(load_config(None, [
+        "scaling.num_workers=2", "batch_augmentation.copies=2", "batch_augmentation.mode=grouped",
+        "preprocess.augment.on=worker"])))
+    write_run_state(d, mlflow_run_id="r1", tracking_uri="sqlite:///x.db", pipeline="p", started_at=0.0,
+                    storage=str(d / "ray"))
+    assert open_run(str(d), ["scaling.num_workers=4"])[0].scaling.num_workers == 4  # two groups of 2
+    with pytest.raises(ConfigError) as err:
+        open_run(str(d), ["scaling.num_workers=3"])
+    assert str(err.value).startswith(f"--resume {d}: ")
+    assert "scaling.num_workers must be a multiple of batch_augmentation.copies" in str(err.value)
+
+
+def test_a_run_trained_in_local_mode_keeps_its_one_worker(run):
+    state = json.loads((run / "run.json").read_text())
+    (run / "run.json").write_text(json.dumps({**state, "trainer": "local_mode"}))
+    with pytest.raises(ConfigError, match="scaling.num_workers cannot change on resume for this run: it "
+                                          "trained in Ray Train's local mode"):
+        open_run(str(run), ["scaling.num_workers=3"])
+
+
 @pytest.mark.parametrize("assignment, key, why", [
-    ("scaling.num_workers=1", "scaling.num_workers", "the steps of an epoch and the learning-rate schedule"),
     ("seed=7", "seed", "it decides the run's samples, steps or model"),
     ("echo.factor=2", "echo.factor", "it decides the run's samples"),
     ("train.batch_size=32", "train.batch_size", "it decides the run's samples"),
@@ -47,15 +77,15 @@ def test_what_decides_samples_steps_or_model_is_refused_naming_the_key(run, assi
         open_run(str(run), [assignment])
     message = str(err.value)
     assert message.startswith(f"--resume {run}: {key} cannot change on resume") and why in message
-    assert "a resume may change: preprocess.actors, scaling.cpus_per_worker" in message
+    assert "a resume may change: preprocess.actors, scaling.cpus_per_worker, scaling.num_workers" in message
 
 
 def test_the_cli_refuses_with_exit_2_before_anything_starts(run, tmp_path, monkeypatch, capsys):
     before = {p.name: p.read_text() for p in run.iterdir()}
     monkeypatch.chdir(tmp_path)
-    assert main(["train", "--resume", str(run), "--set", "scaling.num_workers=4"]) == 2
+    assert main(["train", "--resume", str(run), "--set", "train.max_epochs=4"]) == 2
     err = capsys.readouterr().err
-    assert "scaling.num_workers cannot change on resume" in err and "the run has 2, --set gives 4" in err
+    assert "train.max_epochs cannot change on resume" in err and "the run has 20, --set gives 4" in err
     assert {p.name: p.read_text() for p in run.iterdir()} == before and not (tmp_path / "mlflow.db").exists()
     # a bad value of a key that may change is named as any --set is
     assert main(["train", "--resume", str(run), "--set", "preprocess.actors.max_size=0"]) == 2

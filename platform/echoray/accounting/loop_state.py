@@ -23,9 +23,10 @@ from echoray.records import EpochRecord
 RUN, RANK = "run", "rank"
 
 
-def _f(default=None, scope: str = RANK, factory=None, key: str | None = None):
-    """A field of `scope`, saved under `key` (default: its name)."""
-    meta = {"scope": scope, "key": key}
+def _f(default=None, scope: str = RANK, factory=None, key: str | None = None, since_v2: bool = False):
+    """A field of `scope`, saved under `key` (default: its name). since_v2: a field that
+    checkpoints of earlier versions lack; restored as its default there."""
+    meta = {"scope": scope, "key": key, "optional": since_v2}
     if factory is not None:
         return field(default_factory=factory, metadata=meta)
     return field(default=default, metadata=meta)
@@ -47,6 +48,9 @@ class LoopState:
     eval_s: float = _f(0.0, RUN)
     elapsed_s: float = _f(0.0, RUN)  # wall time of earlier attempts (as of the checkpoint)
     train_s: float = _f(0.0, RUN)  # time since the first batch, over earlier attempts
+    # [step, schedule epochs] where the current number of workers began (recovery/reshard.py
+    # schedule_epochs): the learning-rate schedule follows the data consumed across resumes
+    lr_from: list = _f(scope=RUN, factory=lambda: [0, 0.0], since_v2=True)
     # this worker's ("rank")
     counters: Counters = _f(scope=RANK, factory=Counters)
     fresh: FreshTracker = _f(scope=RANK, factory=FreshTracker)  # samples with copies in flight
@@ -75,6 +79,8 @@ class LoopState:
         values = {}
         for f in dataclasses.fields(cls):
             part = run if f.metadata["scope"] == RUN else rank
+            if _key(f) not in part and f.metadata["optional"]:
+                continue
             if _key(f) not in part:
                 raise KeyError(f"checkpoint lacks loop state field {_key(f)!r} ({f.metadata['scope']} part)")
             values[f.name] = part[_key(f)]

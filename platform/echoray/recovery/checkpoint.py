@@ -6,12 +6,16 @@ name and merges their files):
 
     meta.json         rank 0: epoch, steps, first open plan epoch, loop state, epoch history,
                       the live echo factor (echo.factor: auto)
-    model.pt          rank 0: model and optimizer state (the LR schedule is a function of steps)
+    model.pt          rank 0: model and optimizer state (the LR schedule: of steps and lr_from)
     rank_<r>.json     counters, batch index, and a batch whose batch-echo repeats the epoch
                       end cut short (its arrays in pending_<r>.npz)
     rank_<r>.pt       torch RNG state
     consumed_<r>.npz  keys of the rows the rank consumed in plan epochs not yet complete
     audit_<r>.npz     audit rows since the previous checkpoint (audit.enabled)
+
+A checkpoint written by W workers restores into N others (`echoray train --resume RUN --set
+scaling.num_workers=N`): every new rank reads all W rank_<r>.json and pending_<r>.npz and
+takes its share (recovery/reshard.py); consumed_<r>.npz are a union anyway.
 
 torch is imported inside the functions: Ray Train's controller reads the replay part
 (read_replay) and should not pay for importing torch.
@@ -30,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from echoray.records import CheckpointMeta
+from echoray.recovery.reshard import reshard_rank_states, split_rows
 
 META = "meta.json"  # records.CheckpointMeta
 # Checkpoints kept (all of them with the audit on): resume reads the newest; the one before it
@@ -139,29 +144,50 @@ def read_meta(checkpoint) -> CheckpointMeta:
         return _meta(Path(d))
 
 
-def restore(checkpoint, rank: int, world: int, model, opt) -> Restored:
-    """Load model, optimizer, RNG and this rank's state from the checkpoint Ray Train handed over."""
+def restore(checkpoint, rank: int, world: int, model, opt, readers: list[bool] | None = None) -> Restored:
+    """Load model, optimizer, RNG and this rank's state from the checkpoint Ray Train handed over.
+
+    A checkpoint written by another number of workers (an elastic resume) is resharded
+    (recovery/reshard.py): `readers[r]` says whether new rank r reads the stream (default:
+    all do). A rank the checkpoint had no files for keeps the RNG state setup() seeded."""
     import torch
 
     with checkpoint.as_directory() as tmp:
         d = Path(tmp)
         meta = _meta(d)
-        if meta.world_size != world:
-            raise RuntimeError(
-                f"checkpoint {checkpoint.path} was written by {meta.world_size} worker(s); "
-                f"this run has {world} (scaling.num_workers must stay the same to resume)"
-            )
         states = torch.load(d / "model.pt", map_location="cpu", weights_only=True)
         _unwrap(model).load_state_dict(states["model"])
         opt.load_state_dict(states["optimizer"])
-        rng = torch.load(d / f"rank_{rank}.pt", weights_only=True)
-        torch.set_rng_state(rng["torch"])
-        if "cuda" in rng and torch.cuda.is_available():
-            torch.cuda.set_rng_state(rng["cuda"])
-        rank_state = json.loads((d / f"rank_{rank}.json").read_text())
-        pending = None
-        if rank_state.pop("pending"):
-            with np.load(d / f"pending_{rank}.npz") as z:
-                pending = {k: z[k] for k in z.files}
+        if rank < meta.world_size:
+            rng = torch.load(d / f"rank_{rank}.pt", weights_only=True)
+            torch.set_rng_state(rng["torch"])
+            if "cuda" in rng and torch.cuda.is_available():
+                torch.cuda.set_rng_state(rng["cuda"])
+        if meta.world_size == world:
+            rank_state, pending = _rank_part(d, rank)
+        else:
+            rank_state, pending = _resharded_part(d, meta.world_size, rank, readers or [True] * world)
         consumed = _consumed(d) if rank == 0 else {}
     return Restored(meta, rank_state, consumed, pending)
+
+
+def _rank_part(d: Path, rank: int) -> tuple[dict[str, Any], dict[str, np.ndarray] | None]:
+    """rank_<rank>.json without its "pending" flag, and the pending rows it flags."""
+    rank_state = json.loads((d / f"rank_{rank}.json").read_text())
+    pending = None
+    if rank_state.pop("pending"):
+        with np.load(d / f"pending_{rank}.npz") as z:
+            pending = {k: z[k] for k in z.files}
+    return rank_state, pending
+
+
+def _resharded_part(d: Path, old_world: int, rank: int,
+                    readers: list[bool]) -> tuple[dict[str, Any], dict[str, np.ndarray] | None]:
+    """New rank `rank`'s part of every old rank's state and pending rows (recovery/reshard.py)."""
+    missing = [r for r in range(old_world) if not (d / f"rank_{r}.json").is_file()]
+    if missing:
+        raise RuntimeError(f"checkpoint {d} lacks the state of rank(s) {missing} of its {old_world}")
+    parts = [_rank_part(d, r) for r in range(old_world)]
+    states = reshard_rank_states([s for s, _ in parts], readers)
+    pools = split_rows([p for _, p in parts], readers)
+    return states[rank], pools[rank]

@@ -96,17 +96,19 @@ class Checkpointer:
         self.sink({"epoch": evals, "steps": steps, "start_epoch": start}, local)
 
 
-def restore_loop(ckpt, link, rank: int, world: int, model, opt):
+def restore_loop(ckpt, link, rank: int, world: int, model, opt, readers: list[bool] | None = None):
     """Load the checkpoint Ray Train handed this worker group into model and optimizer
     (None: start from scratch); the loop state is read from it by WorkerLoop.restore.
 
     Rank 0 tells the collector, which drops what an earlier attempt reported after the
-    checkpoint and answers which checkpoint the training stream was built for."""
+    checkpoint and answers which checkpoint the training stream was built for. `readers`:
+    which ranks read the stream (train/groups.py reading_ranks), for a checkpoint written
+    by another number of workers (recovery/reshard.py)."""
     if ckpt is None:
         if rank == 0:  # a first start, or a restart before any checkpoint: from scratch
             link.ask("attempt_started", 0, 0)
         return None
-    r = checkpoint.restore(ckpt, rank, world, model, opt)
+    r = checkpoint.restore(ckpt, rank, world, model, opt, readers)
     if rank == 0:
         origin = link.ask("attempt_started", r.meta.evals, r.meta.steps)
         if origin != ckpt.path:

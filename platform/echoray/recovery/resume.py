@@ -10,11 +10,12 @@ resumed.
 
 `--set KEY=VALUE` with `--resume` may change how the rest of the run is placed and
 watched (CHANGEABLE_ON_RESUME: the preprocessing pool, the workers' CPUs and resources,
-timeouts), for this resume only: config.yaml keeps the values the run started with and
-run.json's `resumes` entry lists the changes. Every other key decides the run's samples,
-steps or model and is refused naming it (ConfigError: exit 2), scaling.num_workers
-included: the checkpoints hold each worker's counters, and the step count at which an
-epoch ends and the learning-rate schedule follow from the number of workers.
+timeouts) and how many Ray Train workers train it (scaling.num_workers, an elastic
+resume: recovery/reshard.py), for this resume only: config.yaml keeps the values the run
+started with and run.json's `resumes` entry lists the changes. Every other key decides
+the run's samples, steps or model and is refused naming it (ConfigError: exit 2); so is
+a worker count that batch augmentation's groups do not divide, and any other count for
+a run trained in Ray Train's local mode (one worker, its checkpoints outside Ray Train).
 """
 
 from __future__ import annotations
@@ -33,11 +34,12 @@ from echoray.storage.fs import StorageError, is_uri, open_location
 RUN_STATE = "run.json"
 
 # Dotted keys (a trailing "." covers a section) that `--resume RUN --set` may change: where
-# the rest of the run's work is placed and how long the driver waits, none of its samples,
-# steps, model or numbers. The read plan and the replay of consumed rows depend on neither
-# the preprocessing pool's size nor where it runs (data/plan.py, accounting/consumed.py).
-CHANGEABLE_ON_RESUME = ("preprocess.actors.", "scaling.cpus_per_worker", "scaling.resources_per_worker",
-                        "train.log_every_s", "train.stall_timeout_s")
+# the rest of the run's work is placed, by how many workers, and how long the driver waits,
+# none of its samples, model or numbers. The read plan and the replay of consumed rows depend
+# on neither the preprocessing pool nor the number of workers (data/plan.py,
+# accounting/consumed.py); a checkpoint's per-worker counters are resharded (recovery/reshard.py).
+CHANGEABLE_ON_RESUME = ("preprocess.actors.", "scaling.cpus_per_worker", "scaling.num_workers",
+                        "scaling.resources_per_worker", "train.log_every_s", "train.stall_timeout_s")
 
 
 @dataclass
@@ -93,9 +95,7 @@ def changes_on_resume(started: PipelineConfig, now: PipelineConfig, key: str) ->
     for k, (old, value) in changed.items():
         if k.startswith(CHANGEABLE_ON_RESUME) or k in CHANGEABLE_ON_RESUME:
             continue
-        why = (" (the checkpoints hold each worker's counters; the steps of an epoch and the "
-               "learning-rate schedule follow from the number of workers)" if k == "scaling.num_workers" else
-               " (it decides the run's samples, steps or model)")
+        why = " (it decides the run's samples, steps or model)"
         raise ConfigError(f"{key}: {k} cannot change on resume{why}: the run has {old}, --set gives {value}. "
                           f"Resume without it, or start a new run; a resume may change: "
                           f"{', '.join(c.rstrip('.') for c in CHANGEABLE_ON_RESUME)}")
@@ -132,9 +132,16 @@ def open_run(run_dir: str, overrides: list[str] | None = None) -> tuple[Pipeline
     cfg = load_config(d / "config.yaml")
     changed = {}
     if overrides:
-        new = load_config(d / "config.yaml", overrides)
+        try:  # a value the run's other keys do not allow (e.g. a worker count groups do not divide)
+            new = load_config(d / "config.yaml", overrides)
+        except ConfigError as exc:
+            raise ConfigError(f"{key}: {exc}") from None
         changed = changes_on_resume(cfg, new, key)
         cfg = new
+    if trainer == "local_mode" and "scaling.num_workers" in changed:
+        raise ConfigError(f"{key}: scaling.num_workers cannot change on resume for this run: it trained in "
+                          "Ray Train's local mode (one worker in the driver's process, its checkpoints outside "
+                          "Ray Train), and resumes that way; start a new run to train with more workers")
     if not cfg.train.checkpoint_every:  # its epochs were logged as they came: a restart would repeat them
         raise ConfigError(f"{key}: the run kept no checkpoints (train.checkpoint_every: 0); it cannot be resumed")
     cfg.tracking.uri = uri  # the same store, whatever the current folder or environment

@@ -65,6 +65,11 @@ def shard_map(world: int, copies: int, mode: str) -> list[int]:
     return [rank_layout(r, world, copies, mode).group for r in range(world)]
 
 
+def reading_ranks(world: int, copies: int, mode: str) -> list[bool]:
+    """Whether each rank reads the training stream, by rank (rank 0 always does)."""
+    return [rank_layout(r, world, copies, mode).reads for r in range(world)]
+
+
 def make_groups(world: int, copies: int) -> list:
     """One gloo process group per worker group; every rank must create all of them."""
     return [dist.new_group(list(range(g * copies, (g + 1) * copies)), backend="gloo")

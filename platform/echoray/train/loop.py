@@ -41,6 +41,7 @@ from echoray.echo_plan import EchoPlan
 from echoray.metrics import metric_named
 from echoray.records import EpochRecord, FinalRecord, Heartbeat, PendingBatch
 from echoray.recovery.faults import RunAborted
+from echoray.recovery.reshard import schedule_epochs
 from echoray.seeds import STREAM_MODEL, derive_seed
 from echoray.train.batch_augment import (
     backward_views,
@@ -186,6 +187,9 @@ class WorkerLoop:
         if restored is None:
             return
         self.state = LoopState.from_checkpoint(restored.meta.state, restored.rank)
+        if restored.meta.world_size != self.world:  # an elastic resume: the schedule goes on from here
+            s, before = self.state, steps_per_data_epoch(self.cfg, self.n_train, restored.meta.world_size)
+            s.lr_from = [s.counters.steps, schedule_epochs(s.counters.steps, s.lr_from, before)]
         self.precision.load_state_dict(self.state.amp_scaler)
         self.history[:] = restored.meta.history
         self.t_start = time.time() - self.state.elapsed_s  # elapsed time continues
@@ -253,7 +257,8 @@ class WorkerLoop:
         """One optimizer step; the loss stays on the device (read at the next evaluation)."""
         cfg = self.cfg
         set_lr(self.opt, cfg.optimizer.lr,
-               lr_multiplier(self.state.counters.steps / self.spe, cfg.train.max_epochs, cfg.schedule))
+               lr_multiplier(schedule_epochs(self.state.counters.steps, self.state.lr_from, self.spe),
+                             cfg.train.max_epochs, cfg.schedule))
         self.opt.zero_grad(set_to_none=True)
         with self.precision.autocast():
             loss = backward_views(self.model, inputs, labels, len(self.views), cfg.batch_augmentation.accumulate,

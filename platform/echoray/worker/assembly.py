@@ -15,6 +15,7 @@ import torch
 
 from echoray.config import PipelineConfig
 from echoray.data.sources import SourceIndex
+from echoray.train.groups import reading_ranks
 from echoray.train.loop import WorkerEnv, WorkerLoop
 from echoray.worker.link import Collectives
 from echoray.worker.ports import CollectorPort, EvaluatorPort
@@ -56,7 +57,9 @@ def restore_and_keep(loop: WorkerLoop, cfg: PipelineConfig, idx: SourceIndex, ch
     from echoray.recovery.faults import Checkpointer, restore_loop
 
     env = loop.env
-    restored = restore_loop(checkpoint, env.link, env.rank, env.world, loop.model, loop.opt)
+    ba = cfg.batch_augmentation
+    restored = restore_loop(checkpoint, env.link, env.rank, env.world, loop.model, loop.opt,
+                            reading_ranks(env.world, ba.copies, ba.mode))
     loop.restore(restored)
     if keep:
         env.checkpointer = Checkpointer(cfg, idx, collector, env.rank, env.world, loop.consumed,
