@@ -339,8 +339,8 @@ class TrainConfig(Section):
 
 
 class ScalingConfig(Section):
-    num_workers: PositiveInt = 1
-    """Ray Train workers (data-parallel ranks)."""
+    num_workers: PositiveInt | tuple[int, int] = 1
+    """Ray Train workers (data-parallel ranks): a number, or [min, max] for an elastic group that Ray Train sizes to what the cluster holds (at least min) and restarts from the last checkpoint with another size when that changes, counts exact (docs/how-to/resume.md)."""
     use_gpu: bool | Literal["auto"] = "auto"
     """Train on GPUs: true, false, or auto (when the cluster has one)."""
     cpus_per_worker: Annotated[float, Field(gt=0)] = 1.0
@@ -355,6 +355,31 @@ class ScalingConfig(Section):
     # would add nothing: one CPU worker, max_failures 0, local batch augmentation.
     local_mode: bool | Literal["auto"] = "auto"
     """Train in Ray Train's local mode, in the command's own process, where the run has one CPU worker without restarts: auto (when echoray started its own local Ray), true (also on a cluster), false (always a worker group)."""
+
+    @field_validator("num_workers")
+    @classmethod
+    def _min_max(cls, v: int | tuple[int, int]) -> int | tuple[int, int]:
+        if isinstance(v, tuple) and not 1 <= v[0] <= v[1]:
+            raise ValueError(f"[min, max] needs 1 <= min <= max, got [{v[0]}, {v[1]}]")
+        return v
+
+    @property
+    def elastic(self) -> bool:
+        """num_workers is a [min, max] pair with min < max: the worker count may change mid-run."""
+        return self.min_workers < self.max_workers
+
+    @property
+    def min_workers(self) -> int:
+        return self.num_workers[0] if isinstance(self.num_workers, tuple) else self.num_workers
+
+    @property
+    def max_workers(self) -> int:
+        """The most workers a group can have: what resources and first blocks are planned for."""
+        return self.num_workers[1] if isinstance(self.num_workers, tuple) else self.num_workers
+
+    def ray_num_workers(self) -> int | tuple[int, int]:
+        """ScalingConfig(num_workers=...): a pair only where the count may change."""
+        return (self.min_workers, self.max_workers) if self.elastic else self.max_workers
 
 
 class TrackingConfig(Section):
@@ -457,11 +482,7 @@ class PipelineConfig(Section):
                 "batch_augmentation.copies > 1 and batch_augmentation.tta_views make their views "
                 "on the worker: set preprocess.augment.on: worker"
             )
-        if self.batch_augmentation.mode == "grouped" and self.scaling.num_workers % m:
-            raise ValueError(
-                "scaling.num_workers must be a multiple of batch_augmentation.copies "
-                f"in grouped mode (got {self.scaling.num_workers} and {m})"
-            )
+        _check_worker_groups(self)
         worker_echo = EchoPlan.from_sections(self.echo, self.preprocess.augment).at_consumption
         if worker_echo and self.batch_augmentation.mode == "grouped" and m > 1:
             raise ValueError("echo.factor: auto with example echo is decided on the reading worker, which "
@@ -477,6 +498,30 @@ class PipelineConfig(Section):
             if not _is_leaf_key(self, key.split(".")):
                 raise ValueError(f"search.space.{key}: not a config key (use a dotted path such as optimizer.lr)")
         return self
+
+
+def _check_worker_groups(cfg: PipelineConfig) -> None:
+    """scaling.num_workers against what needs a fixed count: groups of batch_augmentation.copies
+    (train/groups.py), Ray Train's local mode (one worker), and a restart that loses nothing
+    (an elastic group restarts from the last checkpoint, so it needs checkpoints)."""
+    s, m = cfg.scaling, cfg.batch_augmentation.copies
+    grouped = cfg.batch_augmentation.mode == "grouped"
+    if not s.elastic:
+        if grouped and s.max_workers % m:
+            raise ValueError("scaling.num_workers must be a multiple of batch_augmentation.copies "
+                             f"in grouped mode (got {s.max_workers} and {m})")
+        return
+    pair = f"scaling.num_workers [{s.min_workers}, {s.max_workers}]"
+    if grouped and m > 1:
+        raise ValueError(f"{pair}: Ray Train restarts an elastic worker group with any count from min to max, "
+                         f"and batch_augmentation.mode: grouped needs a multiple of batch_augmentation.copies "
+                         f"({m}); give one number, or use batch_augmentation.mode: local")
+    if s.local_mode is True:
+        raise ValueError(f"{pair}: scaling.local_mode: true trains one worker in the driver's process, which "
+                         "cannot grow or shrink; set scaling.local_mode to auto or false, or give one number")
+    if not cfg.train.checkpoint_every:
+        raise ValueError(f"{pair}: an elastic worker group restarts from the last checkpoint when it is resized: "
+                         "set train.checkpoint_every >= 1 (or give one number)")
 
 
 def _check_text(cfg: PipelineConfig) -> None:

@@ -64,10 +64,15 @@ def say_quiet_start() -> None:
             say(line)
 
 
+def _workers(cfg: PipelineConfig) -> str:
+    s = cfg.scaling
+    return f"{s.min_workers} to {s.max_workers} (elastic)" if s.elastic else str(s.max_workers)
+
+
 def say_start(cfg: PipelineConfig, idx: SourceIndex, run_dir: Path, run_id: str, use_gpu: bool,
                here: bool) -> None:
     say(f"run {run_dir}  |  MLflow run {run_id}  |  {len(idx.train_ids)} train / {len(idx.eval_ids)} "
-        f"held-out examples  |  {cfg.scaling.num_workers} worker(s) on {'GPU' if use_gpu else 'CPU'}"
+        f"held-out examples  |  {_workers(cfg)} worker(s) on {'GPU' if use_gpu else 'CPU'}"
         + (" (Ray Train local mode: in this process)" if here else ""))
 
 

@@ -144,7 +144,7 @@ def left_out_note(cfg: PipelineConfig) -> str | None:
     if plan.examples or plan.on_batches:
         return None
     num_train = len(index_source(cfg.source, cfg.train.store_retry_s()).train_ids)
-    readers = cfg.scaling.num_workers // (cfg.batch_augmentation.copies
+    readers = cfg.scaling.max_workers // (cfg.batch_augmentation.copies
                                           if cfg.batch_augmentation.mode == "grouped" else 1)
     per_step = readers * cfg.train.batch_size
     steps = plan.steps_per_shard_epoch(cfg.train.batch_size, num_train, readers)

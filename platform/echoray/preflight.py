@@ -15,7 +15,13 @@ from echoray.config import PipelineConfig
 from echoray.config_load import ConfigError
 from echoray.messages import say
 from echoray.runtime.placement import fit_placement
-from echoray.runtime.resources import format_shortfall, plan_resources, shortfall
+from echoray.runtime.resources import (
+    ResourcePlan,
+    elastic_group_size,
+    format_shortfall,
+    plan_resources,
+    shortfall,
+)
 from echoray.storage.fs import StorageError, require_shared_storage
 from echoray.storage.locations import runs_root
 
@@ -51,9 +57,26 @@ def fit_cluster(cfg: PipelineConfig, storage: str, local: bool, n_train: int):
                           "(scaling.use_gpu: auto found no GPU); use bf16 or fp32")
     plan = plan_resources(cfg, use_gpu)
     if local:
-        require_fits(plan.demand(), "the pipeline", f". Plan: {plan.describe()}. Lower scaling.num_workers, "
-                     "scaling.cpus_per_worker or preprocess.actors.*")
+        require_plan_fits(plan)
     return cfg, use_gpu, plan
+
+
+def require_plan_fits(plan: ResourcePlan, total: dict[str, float] | None = None) -> None:
+    """The train workers and the preprocessing pool fit this machine at once (ConfigError
+    otherwise). An elastic group (scaling.num_workers [min, max]) is checked at the size Ray
+    Train will start it with here (runtime/resources.py elastic_group_size): at least min."""
+    total = ray.cluster_resources() if total is None else total
+    lower = ". Lower scaling.num_workers, scaling.cpus_per_worker or preprocess.actors.*"
+    started = ""
+    if plan.min_workers is not None:
+        n = elastic_group_size(plan, total)
+        if n < plan.min_workers:
+            raise ConfigError(f"scaling.num_workers [{plan.min_workers}, {plan.num_workers}]: this machine holds "
+                              f"{n} train worker(s) x {plan.per_worker}, fewer than the min {plan.min_workers}{lower}")
+        started = (f" (Ray Train starts an elastic group with as many workers as the machine's resources hold "
+                   f"in all: {n} here, beside the preprocessing pool)")
+        plan = plan.with_workers(n)
+    require_fits(plan.demand(), "the pipeline", f". Plan: {plan.describe()}{started}{lower}", total)
 
 
 def require_fits(demand: dict[str, float], what: str, advice: str, total: dict[str, float] | None = None) -> None:
@@ -72,7 +95,7 @@ def check_eval_points(cfg: PipelineConfig, n_train: int) -> None:
     from echoray.train.loop import check_evals_per_epoch
 
     try:
-        check_evals_per_epoch(cfg, n_train, cfg.scaling.num_workers)
+        check_evals_per_epoch(cfg, n_train, cfg.scaling.max_workers)  # the most workers: the fewest steps
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
 

@@ -73,11 +73,12 @@ class RunHooks:
 
 def epoch_clock(cfg: PipelineConfig, n_train: int) -> EpochClock:
     """The run's epochs (passes of fresh data) as the driver's live lines count them; the
-    stream's last partial batch is one per reading worker group (train/groups.py)."""
+    stream's last partial batch is one per reading worker group (train/groups.py): at most
+    one per reader of the largest group (an elastic scaling.num_workers' max)."""
     from echoray.train.groups import rank_layout
 
     ba = cfg.batch_augmentation
-    readers = rank_layout(0, cfg.scaling.num_workers, ba.copies, ba.mode).readers
+    readers = rank_layout(0, cfg.scaling.max_workers, ba.copies, ba.mode).readers
     return EpochClock(n_train, max_epochs=cfg.train.max_epochs, last_batch=readers * cfg.train.batch_size)
 
 

@@ -53,7 +53,7 @@ def first_block_count(cfg: PipelineConfig, rows_per_call: int) -> int:
     buffer = stream_buffer_rows(cfg)
     if not buffer:  # no shuffle buffer (the image pipelines): a batch is a few calls' rows
         return floor
-    need = cfg.scaling.num_workers * rows_before_first_batch(buffer, cfg.train.batch_size)
+    need = cfg.scaling.max_workers * rows_before_first_batch(buffer, cfg.train.batch_size)
     return max(floor, min(MAX_FIRST_BLOCKS, -(-int(need) // max(1, rows_per_call))))
 
 

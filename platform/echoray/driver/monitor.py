@@ -60,7 +60,7 @@ def poll_collector(collector, *args) -> dict[str, Any]:
 def stall_message(plan: ResourcePlan, waited_s: float) -> str:
     total = ray.cluster_resources()
     avail = ray.available_resources()
-    missing = shortfall(plan.demand(), total)
+    missing = shortfall(plan.least().demand(), total)
     lines = [f"no training progress for {waited_s:.0f} s (train.stall_timeout_s)."]
     if missing:
         lines.append("The cluster lacks resources the plan needs: " + format_shortfall(missing) + ".")

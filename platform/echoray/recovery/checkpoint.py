@@ -14,7 +14,8 @@ name and merges their files):
     audit_<r>.npz     audit rows since the previous checkpoint (audit.enabled)
 
 A checkpoint written by W workers restores into N others (`echoray train --resume RUN --set
-scaling.num_workers=N`): every new rank reads all W rank_<r>.json and pending_<r>.npz and
+scaling.num_workers=N`, or Ray Train restarting an elastic group, scaling.num_workers [min, max],
+with another size): every new rank reads all W rank_<r>.json and pending_<r>.npz and
 takes its share (recovery/reshard.py); consumed_<r>.npz are a union anyway.
 
 torch is imported inside the functions: Ray Train's controller reads the replay part

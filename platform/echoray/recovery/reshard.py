@@ -1,5 +1,6 @@
 """Elastic resume: a checkpoint written by W workers continued by N (`echoray train --resume
-RUN --set scaling.num_workers=N`). Pure Python/numpy, no Ray, no torch.
+RUN --set scaling.num_workers=N`, or an elastic worker group, scaling.num_workers [min, max],
+that Ray Train restarts with another size). Pure Python/numpy, no Ray, no torch.
 
 What already depends on no worker count, so needs nothing here:
 - the read plan: every epoch's order is a function of (seed, epoch) (data/plan.py);

@@ -187,7 +187,7 @@ class WorkerLoop:
         if restored is None:
             return
         self.state = LoopState.from_checkpoint(restored.meta.state, restored.rank)
-        if restored.meta.world_size != self.world:  # an elastic resume: the schedule goes on from here
+        if restored.meta.world_size != self.world:  # elastic resume or resized group: the schedule goes on from here
             s, before = self.state, steps_per_data_epoch(self.cfg, self.n_train, restored.meta.world_size)
             s.lr_from = [s.counters.steps, schedule_epochs(s.counters.steps, s.lr_from, before)]
         self.precision.load_state_dict(self.state.amp_scaler)

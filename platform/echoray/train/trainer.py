@@ -73,7 +73,7 @@ def build_trainer(
         train_loop_local if local else train_loop_per_worker,
         train_loop_config=config,
         scaling_config=ScalingConfig(
-            num_workers=0 if local else cfg.scaling.num_workers, use_gpu=use_gpu, resources_per_worker=per_worker
+            num_workers=0 if local else cfg.scaling.ray_num_workers(), use_gpu=use_gpu, resources_per_worker=per_worker
         ),
         torch_config=TorchConfig(backend="nccl" if use_gpu else "gloo"),
         # A factory, not a Dataset: each (re)started worker group reads from its checkpoint on.
