@@ -96,7 +96,9 @@ class Tally:
             key = (p.pid, p.start_ticks)
             if key not in self.seen:
                 self.parent[key] = p.ppid
-                started_inside = p.start_ticks > self.first.uptime_ticks
+                # absent from the first sample: started inside, even within the first sample's
+                # clock tick (a child started at once had its first 0.09 s left out)
+                started_inside = s is not self.first or p.start_ticks > self.first.uptime_ticks
                 self.base[key] = 0 if started_inside else p.cpu_ticks
             self.seen[key] = p
             if p.pid == self.root or p.sid == lead_sid or \

@@ -86,6 +86,14 @@ def test_a_session_the_root_leads_is_own():
         "foreign_cpu_share": 0.6}
 
 
+def test_a_process_first_seen_after_the_first_sample_started_inside_even_in_its_tick():
+    # Its start tick equals the first sample's (both in one 10 ms tick): all its time counts.
+    s0 = snap(1000, 0, (ROOT, 1, ROOT, 0, 0))
+    s1 = snap(1050, 50, (ROOT, 1, ROOT, 0, 0), (9, ROOT, ROOT, 40, 1000))
+    s2 = snap(1100, 100, (ROOT, 1, ROOT, 0, 0), (9, ROOT, ROOT, 50, 1000))
+    assert prov.foreign_cpu_share([s0, s1, s2], ROOT)["own_cpu_s"] == 50 / prov.TICKS
+
+
 def test_no_samples_or_no_busy_time_is_a_zero_share():
     assert prov.foreign_cpu_share([], ROOT)["foreign_cpu_share"] == 0.0
     idle = snap(0, 5, (ROOT, 1, 1, 0, 0))
