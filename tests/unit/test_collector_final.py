@@ -10,6 +10,7 @@ the driver had already taken the killed attempt's epoch 3 (fresh 4389) as final.
 
 import numpy as np
 
+from echoray.records import Heartbeat
 from echoray.runtime.collector import RunCollector
 
 Collector = RunCollector.__ray_actor_class__  # the plain class behind the actor
@@ -85,3 +86,18 @@ def test_without_checkpoints_every_event_is_final_at_once():
     c.event(record(2, 2876))
     c.finish({"epochs": 2})
     assert final_fresh(c, since=1) == [2876]
+
+
+def test_a_restarted_group_drops_the_earlier_groups_heartbeats():
+    """Two workers, then one (an elastic group shrunk after checkpoint 1): the progress tick
+    is the new group's, not the new rank 0's restored counts plus the lost rank 1's."""
+    c = Collector(1.0, checkpointed=True)
+    c.attempt_started(0, 0)
+    for rank in (0, 1):
+        c.heartbeat(Heartbeat(rank=rank, steps=40, samples=1280, step_s=1.0, fresh=640))
+    c.committed(Ckpt(1), {"epoch": 1, "steps": 20})
+    c.attempt_started(1, 20)
+    assert c.poll(0)["tick"] is None  # no worker of the new group has reported
+    c.heartbeat(Heartbeat(rank=0, steps=30, samples=1600, step_s=1.0, fresh=960))  # restored 640 + 320
+    tick = c.poll(0)["tick"]
+    assert (tick["steps"], tick["trained"], tick["fresh"]) == (30, 1600, 960)

@@ -44,6 +44,10 @@ class WorkerAttempts:
         self.attempts += 1
         self.last_progress = time.time()
         checkpoint = self.ledger.restart_from(epoch)
+        # The earlier group's heartbeats go: the new group's carry the restored counters, and a
+        # resized group (scaling.num_workers [min, max]) has other ranks, whose stale counts
+        # the progress lines would add to them (fresh 2,162 of 1,920, test_elastic_group.py).
+        self.workers.clear()
         self.audit = [{k: v[part["step"] < steps] for k, v in part.items()} for part in self.audit]
         # The first attempt of a run resumed by a new driver is the resume, not a failure.
         kind = "start" if self.attempts == 1 and not self.seeded else (
