@@ -95,6 +95,28 @@ def alive_actors(class_part: str) -> list:
     return [a for a in actors if class_part in a.class_name]
 
 
+def assert_each_copy_once(audit: dict, n_train: int, epochs: int, copies: int) -> Counter:
+    """Every (epoch, sample) of every epoch exactly `copies` times, each copy (view) once,
+    whatever the worker count; returns the count per (epoch, sample)."""
+    per_pair = Counter(zip(audit["epoch"], audit["sample_id"], strict=True))
+    assert Counter(e for e, _ in per_pair) == {e: n_train for e in range(epochs)}  # every epoch complete
+    assert set(per_pair.values()) == {copies}  # no pair more often than its echo copies, none fewer
+    assert set(Counter(zip(audit["epoch"], audit["sample_id"], audit["view"], strict=True)).values()) == {1}
+    return per_pair
+
+
+def assert_two_workers_then_one(audit: dict, at: int, trained: int, batch: int) -> list[tuple[int, int]]:
+    """Steps before `at` trained by workers 0 and 1, `batch` examples each; from `at` on,
+    worker 0 alone trains the rest of the run's `trained` examples. Returns the later
+    (step, worker) rows."""
+    rows = list(zip(audit["step"], audit["worker"], strict=True))
+    before = Counter(r for r in rows if r[0] < at)
+    after = [r for r in rows if r[0] >= at]
+    assert before == {(st, w): batch for st in range(at) for w in (0, 1)}
+    assert {w for _, w in after} == {0} and len(after) == trained - 2 * batch * at
+    return after
+
+
 def assert_exact_counts(summary: dict, run_dir: Path, n_train: int, epochs: int, copies: int, batch: int) -> None:
     """An integer echo factor over whole read-plan epochs, as an unfailed run of any seed
     trains it: every (epoch, sample) of every epoch exactly `copies` times, each copy once;
@@ -102,10 +124,7 @@ def assert_exact_counts(summary: dict, run_dir: Path, n_train: int, epochs: int,
     batches, each step once."""
     audit = pq.read_table(run_dir / "audit.parquet").to_pydict()
     pairs = list(zip(audit["epoch"], audit["sample_id"], strict=True))
-    per_pair = Counter(pairs)
-    assert Counter(e for e, _ in per_pair) == {e: n_train for e in range(epochs)}  # every epoch complete
-    assert set(per_pair.values()) == {copies}  # no pair more often than its echo copies, none fewer
-    assert max(Counter(zip(audit["epoch"], audit["sample_id"], audit["view"], strict=True)).values()) == 1
+    per_pair = assert_each_copy_once(audit, n_train, epochs, copies)
     steps = n_train * epochs * copies // batch
     assert Counter(audit["step"]) == {s: batch for s in range(steps)}
     assert summary["fresh_examples"] == len(per_pair) == n_train * epochs

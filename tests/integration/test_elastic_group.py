@@ -11,10 +11,9 @@ import json
 import os
 import re
 import time
-from collections import Counter
 
 import pyarrow.parquet as pq
-from fault_runs import Driver
+from fault_runs import Driver, assert_each_copy_once, assert_two_workers_then_one
 from two_nodes import two_nodes
 
 from helpers import wait_for
@@ -50,16 +49,11 @@ def test_a_group_that_loses_a_node_goes_on_with_one_worker_and_exact_counts(tmp_
     assert s["fresh_examples"] == N_TRAIN * EPOCHS and s["trained_examples"] == N_TRAIN * EPOCHS * COPIES
 
     audit = pq.read_table(run / "audit.parquet").to_pydict()
-    pairs = Counter(zip(audit["epoch"], audit["sample_id"], strict=True))
-    assert Counter(e for e, _ in pairs) == {e: N_TRAIN for e in range(EPOCHS)}  # every epoch complete
-    assert set(pairs.values()) == {COPIES}  # every sample its echo copies ...
-    assert set(Counter(zip(audit["epoch"], audit["sample_id"], audit["view"], strict=True)).values()) == {1}  # once
+    assert_each_copy_once(audit, N_TRAIN, EPOCHS, COPIES)
     # two workers up to the checkpoint the last restart began from, one after it
     at = next(h["step"] for h in s["history"] if h["evaluation"] == restarts[-1]["from_epoch"])
-    before = Counter((st, w) for st, w in zip(audit["step"], audit["worker"], strict=True) if st < at)
-    after = [(st, w) for st, w in zip(audit["step"], audit["worker"], strict=True) if st >= at]
-    assert at > 0 and before == {(st, w): BATCH for st in range(at) for w in (0, 1)}
-    assert {w for _, w in after} == {0} and len(after) == N_TRAIN * EPOCHS * COPIES - 2 * BATCH * at
+    assert at > 0
+    after = assert_two_workers_then_one(audit, at, N_TRAIN * EPOCHS * COPIES, BATCH)
     assert s["steps"] == at + len(after) // BATCH
     print(f"node lost -> next step {restarts[-1]['first_step_at'] - lost_at:.1f} s; restarts {len(restarts)}, "
           f"from evaluation {restarts[-1]['from_epoch']}; fresh {s['fresh_examples']}, trained "

@@ -6,10 +6,9 @@ two workers' counters into one; the pure resharding is tests/unit/test_reshard.p
 
 import json
 import signal
-from collections import Counter
 
 import pyarrow.parquet as pq
-from fault_runs import Driver
+from fault_runs import Driver, assert_each_copy_once, assert_two_workers_then_one
 
 from helpers import wait_for
 
@@ -43,14 +42,8 @@ def test_a_run_of_two_workers_resumed_with_one_trains_every_sample_once(local_ra
     assert s["fresh_examples"] == N_TRAIN * EPOCHS and s["trained_examples"] == N_TRAIN * EPOCHS * COPIES
 
     audit = pq.read_table(run / "audit.parquet").to_pydict()
-    pairs = Counter(zip(audit["epoch"], audit["sample_id"], strict=True))
-    assert Counter(e for e, _ in pairs) == {e: N_TRAIN for e in range(EPOCHS)}  # every epoch complete
-    assert set(pairs.values()) == {COPIES}  # every sample its echo copies ...
-    assert set(Counter(zip(audit["epoch"], audit["sample_id"], audit["view"], strict=True)).values()) == {1}  # once
+    assert_each_copy_once(audit, N_TRAIN, EPOCHS, COPIES)
     # two workers up to the checkpoint, one after it: the steps of the checkpoint's evaluation
     at = next(h["step"] for h in s["history"] if h["evaluation"] == resume["from_epoch"])
-    before = [(st, w) for st, w in zip(audit["step"], audit["worker"], strict=True) if st < at]
-    after = [(st, w) for st, w in zip(audit["step"], audit["worker"], strict=True) if st >= at]
-    assert Counter(before) == {(st, w): BATCH for st in range(at) for w in (0, 1)}
-    assert {w for _, w in after} == {0} and len(after) == N_TRAIN * EPOCHS * COPIES - 2 * BATCH * at
+    after = assert_two_workers_then_one(audit, at, N_TRAIN * EPOCHS * COPIES, BATCH)
     assert s["steps"] == at + len(after) // BATCH

@@ -14,6 +14,7 @@ from collections import Counter
 import numpy as np
 import pytest
 import torch
+from thread_ranks import ThreadComm
 
 from echoray.accounting.consumed import (
     ConsumedLog,
@@ -37,7 +38,6 @@ from echoray.recovery.reshard import reshard_rank_states, schedule_epochs, split
 from echoray.train.groups import reading_ranks
 from echoray.train.local_run import LocalCollector, local_loop, preprocessed_blocks
 from echoray.train.loop import steps_per_data_epoch
-from echoray.worker.link import Collectives
 
 SEED, EPOCHS, FACTOR, BLOCK, BATCH = 3, 3, 1.5, 7, 4
 IDS = np.arange(200, 260, dtype=np.int64)  # 60 training ids
@@ -252,23 +252,6 @@ def test_a_checkpoint_missing_a_rank_is_refused_naming_it(tmp_path):
     (tmp_path / "ckpt" / "rank_1.json").unlink()
     with pytest.raises(RuntimeError, match=r"lacks the state of rank\(s\) \[1\] of its 2"):
         checkpoint.restore(ckpt, 0, 1, model, opt)
-
-
-class ThreadComm:
-    """Collectives between ranks that run as threads of this process."""
-
-    def __init__(self, world):
-        self.barrier, self.slots = threading.Barrier(world), [None] * world
-
-    def for_rank(self, r):
-        def gather(obj):
-            self.slots[r] = obj
-            self.barrier.wait()
-            out = list(self.slots)
-            self.barrier.wait()
-            return out
-        return Collectives(lambda v: [sum(x) for x in zip(*gather(list(v)), strict=True)],
-                           lambda x: gather(x)[0], gather)
 
 
 class Crash(RuntimeError):

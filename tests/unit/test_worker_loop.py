@@ -9,6 +9,7 @@ import threading
 import numpy as np
 import pytest
 import torch
+from thread_ranks import ThreadComm
 
 from echoray.accounting.fresh import FreshTracker
 from echoray.accounting.loop_state import LoopState
@@ -23,7 +24,7 @@ from echoray.train.local_run import (
     preprocessed_blocks,
 )
 from echoray.train.loop import check_evals_per_epoch, steps_per_data_epoch
-from echoray.worker.link import Collectives, FreshClock
+from echoray.worker.link import FreshClock
 
 torch.set_num_threads(1)
 BASE = ["train.target=null", "audit.enabled=true", "source.limit=192", "train.max_epochs=2", "train.batch_size=32",
@@ -219,23 +220,6 @@ def test_restore_from_a_checkpoint_continues_with_exact_counts(stage, factor):
     assert final["fresh_examples"] == distinct(audit) > 2 * 192 - 32  # the stream's tail: < 1 batch untrained
     # any factor: the second (last) evaluation is the stream's end, after epoch 2's last copies
     assert [ev["epoch"] for ev in col.events] == [1, 2] and col.events[-1]["step"] == final["steps"]
-
-
-class ThreadComm:
-    """Collectives between ranks that run as threads of this process."""
-
-    def __init__(self, world):
-        self.barrier, self.slots = threading.Barrier(world), [None] * world
-
-    def for_rank(self, r):
-        def gather(obj):
-            self.slots[r] = obj
-            self.barrier.wait()
-            out = list(self.slots)
-            self.barrier.wait()
-            return out
-        return Collectives(lambda v: [sum(x) for x in zip(*gather(list(v)), strict=True)],
-                           lambda x: gather(x)[0], gather)
 
 
 class Scripted:
