@@ -16,6 +16,13 @@ from helpers import REPO  # noqa: E402
 from s3_server import S3Server  # noqa: E402
 
 sys.path.insert(0, str(REPO / "platform"))  # also works before `pip install -e .`
+# A pytest-xdist worker (the unit and integration tiers run on every core) keeps its Ray
+# files apart: a `ray.init()` with no address connects to the cluster named in
+# <temp dir>/ray/ray_current_cluster, which `ray.cluster_utils` (tests/integration/two_nodes.py)
+# writes, so with one temp dir a run of one worker could join another worker's two-node Ray.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["RAY_TMPDIR"] = str(Path(tempfile.gettempdir()) / f"ray-{os.environ['PYTEST_XDIST_WORKER']}")
+    Path(os.environ["RAY_TMPDIR"]).mkdir(exist_ok=True)
 # benchmarks/ importable here and in every process the tests start (a local Ray's inherit
 # the environment): the slow store is a reader by import path, slow_store:SlowStore. And
 # examples/ in those processes, as its YAML files ask of every node (my_ops, my_model,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import random
 import socket
 import sys
@@ -45,6 +46,18 @@ PORTS = range(20000, 32768)
 _given: set[int] = set()
 
 
+def _own_ports() -> range:
+    """This process's share of PORTS: a pytest-xdist worker (the tiers run on every core)
+    draws from its own slice, so two workers never hand out the same port."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker.startswith("gw") or count <= 1:
+        return PORTS
+    size = len(PORTS) // count
+    start = PORTS.start + int(worker[2:]) * size
+    return range(start, start + size)
+
+
 def free_port() -> int:
     """A TCP port nothing listens on or is connected from, on any address, never handed out
     before by this process. The port is only reserved by being outside the ranges the
@@ -54,14 +67,14 @@ def free_port() -> int:
     starts; one such head exited 1 in a suite run here (with --block, `ray start` exits when
     a subprocess dies, as an agent does that cannot bind its port). A port free on
     127.0.0.1 alone could also be in use on the node's own address, where agents listen."""
-    rng = random.SystemRandom()
+    rng, ports = random.SystemRandom(), _own_ports()
     for _ in range(10_000):
-        port = rng.choice(PORTS)
+        port = rng.choice(ports)
         if port in _given or not _bindable(port):
             continue
         _given.add(port)
         return port
-    raise RuntimeError(f"no free TCP port in {PORTS.start}-{PORTS.stop - 1}")
+    raise RuntimeError(f"no free TCP port in {ports.start}-{ports.stop - 1}")
 
 
 def _bindable(port: int) -> bool:
