@@ -25,12 +25,15 @@ Arms interleave: each repeat runs every arm, in reversed order every other repea
 
     python benchmarks/accelerator.py                  # the full run (see docs/benchmarks/accelerator.md)
     python benchmarks/accelerator.py --quick          # (or --smoke) 200 files, 2 epochs, 3 arms, R3, 1 worker
-    python benchmarks/accelerator.py --form padded --target 0.9 --name accelerator_ttt   # time to target
+    python benchmarks/accelerator.py --form padded --target pilot --evals-per-epoch 2 --name accelerator_ttt
 
 --form padded trains the learning accelerator (a small CNN padded to the set time) on
 class-tinted JPEGs (jpeg_set.jpeg_folder(tints=TINTS)), to --target held-out accuracy: time
-to target is wall clock from the run's start, a miss counted at its run's end (reached: how
-many of the repeats reached it).
+to target is wall clock from the run's start (and from its first step), a miss counted at
+its run's end (reached: how many of the repeats reached it). `--target pilot` fixes the
+target before the measured runs (issue 64): an e = 1 run of seed PILOT_SEED (not a measured
+seed) at R3 without a target, its held-out accuracy at the evaluation nearest PILOT_AT of
+its budget; the pilot's curve is kept in the results file.
 
 Writes benchmarks/results/accelerator.json (--quick: accelerator_quick.json), its
 `busy_fraction` the one-worker medians of e1, the auto arms and the DataLoader, per setting.
@@ -58,6 +61,7 @@ BENCH = Path(__file__).resolve().parent
 PLACEMENTS = ("before_augment", "after_augment", "batch")
 FIXED = (2, 4, 8)
 TINTS = np.random.default_rng(1).uniform(-48, 48, (10, 3))  # --form padded: classes a small CNN tells apart
+PILOT_SEED, PILOT_AT = 100, 0.7  # --target pilot: e = 1's accuracy at 70% of its budget (issue 64)
 COMMON = ["source.eval_path=null", "source.holdout_fraction=0.05",
           "preprocess.actors={min_size: 2, max_size: 2, num_cpus: 0.75}", "scaling.use_gpu=false",
           "scaling.cpus_per_worker=0.5", "scaling.local_mode=false", "train.batch_size=64",
@@ -101,7 +105,7 @@ def ray_run(arm: str, setting: str, workers: int, root: Path, args: argparse.Nam
                      f"scaling.num_workers={workers}", "model.name=accelerator_model:factory",
                      f'model.kwargs={{"us_per_sample": {us}, "form": "{args.form}", "busy_log": "{busy}", '
                      f'"queue_steps": {queue_steps(args)}}}',
-                     f"train.target={target}", *arm_overrides(arm)]
+                     f"train.target={target}", f"train.evals_per_epoch={args.evals_per_epoch}", *arm_overrides(arm)]
         summary, peak = train_in_process(overrides, f"{arm}-{setting}-w{workers}-s{seed}")
         figs = accelerator_figures(busy, summary["fresh_examples"])
     return {"arm": arm, "setting": setting, "workers": workers, "seed": seed, **figs,
@@ -110,7 +114,19 @@ def ray_run(arm: str, setting: str, workers: int, root: Path, args: argparse.Nam
             "fresh_examples": summary["fresh_examples"], "trained_samples": summary["trained_samples"],
             "measured_factor": summary["echo"]["measured_factor"], "final_factor": summary["echo"]["final_factor"],
             "summary_measured_R": summary["measured_R"], "wall_s": summary["wall_s"],
-            "time_to_first_step_s": summary["time_to_first_step_s"], "peak_pss_gib": peak / 2**30}
+            "time_to_first_step_s": summary["time_to_first_step_s"], "peak_pss_gib": peak / 2**30,
+            "evaluations": [{k: h.get(k) for k in ("evaluation", "epoch", "accuracy", "train_s")}
+                            for h in summary.get("history", [])]}
+
+
+def pilot_target(root: Path, args: argparse.Namespace) -> dict:
+    """--target pilot: run e = 1 (seed PILOT_SEED, R3, no target) and take its held-out
+    accuracy at the evaluation nearest PILOT_AT of its budget as the measured runs' target."""
+    run = ray_run("e1", "R3", 1, root, argparse.Namespace(**{**vars(args), "target": None}), PILOT_SEED)
+    evals = run["evaluations"]
+    at = max(1, round(PILOT_AT * len(evals)))
+    return {"seed": PILOT_SEED, "setting": "R3", "at_evaluation": at, "of": len(evals),
+            "target": evals[at - 1]["accuracy"], "evaluations": evals, "wall_s": run["wall_s"]}
 
 
 def queue_steps(args: argparse.Namespace) -> int:
@@ -143,6 +159,8 @@ def summarise(runs: list[dict]) -> list[dict]:
         out.append({"setting": setting, "workers": workers, "arm": arm, "repeats": len(rs), **med,
                     "reached": sum(bool(r.get("target_reached")) for r in rs),
                     "time_to_target_median_s": statistics.median(ttt),
+                    "from_first_step_median_s": statistics.median(
+                        t - r.get("time_to_first_step_s", 0.0) for t, r in zip(ttt, rs, strict=True)),
                     "fresh_per_s": statistics.median(fresh) if fresh else None,
                     "measured_factor": statistics.median(r.get("measured_factor") or 1.0 for r in rs)})
     for row in out:
@@ -180,7 +198,10 @@ def parse() -> argparse.Namespace:
     ap.add_argument("--no-dataloader", action="store_true")
     ap.add_argument("--form", choices=("wait", "padded"), default="wait",
                     help="padded: the learning accelerator on class-tinted JPEGs (time to target)")
-    ap.add_argument("--target", type=float, default=None, help="train.target (with --form padded)")
+    ap.add_argument("--target", default=None,
+                    help="train.target (with --form padded): a held-out accuracy, or `pilot` (PILOT_SEED's e = 1 "
+                         f"run at {PILOT_AT:.0%} of its budget)")
+    ap.add_argument("--evals-per-epoch", type=int, default=1, help="train.evals_per_epoch")
     ap.add_argument("--queue-steps", type=int, default=1,
                     help="form wait: steps the host may run ahead of the device (0: synchronous steps)")
     ap.add_argument("--name", default="accelerator")
@@ -188,6 +209,8 @@ def parse() -> argparse.Namespace:
     if args.quick:
         args.files, args.epochs, args.repeats, args.settings, args.workers = 200, 2, 1, "R3", "1"
         args.arms, args.name = "e1,after_augment_e2,batch_auto", "accelerator_quick"
+    if args.target not in (None, "pilot"):
+        args.target = float(args.target)
     bad = set(args.arms.split(",")) - set(all_arms())
     if bad or set(args.settings.split(",")) - set(SETTINGS):
         ap.error(f"--arms from {','.join(all_arms())}; --settings from {','.join(SETTINGS)}")
@@ -207,6 +230,13 @@ def main() -> None:
     plan = [(s, w, a) for s in args.settings.split(",") for w in map(int, args.workers.split(","))
             for a in args.arms.split(",")]
     plan += [] if args.no_dataloader or args.form == "padded" else [(s, 1, "dataloader") for s in args.settings.split(",")]
+    pilot = None
+    if args.target == "pilot":
+        settled_load(timeout_s=5 if args.quick else 120)
+        pilot = pilot_target(root, args)
+        args.target = pilot["target"]
+        print(f"pilot e1 seed {PILOT_SEED}: target {args.target} (evaluation {pilot['at_evaluation']} "
+              f"of {pilot['of']})", flush=True)
     runs = []
     for rep in range(args.repeats):
         for setting, workers, arm in plan if rep % 2 == 0 else plan[::-1]:
@@ -221,7 +251,8 @@ def main() -> None:
     headline = {f"{r['setting']} {r['arm']}": r["busy"] for r in rows  # make bench's report (report.py)
                 if r["workers"] == 1 and (r["arm"] in ("e1", "dataloader") or r["arm"].endswith("_auto"))}
     out = {"busy_fraction": headline, "queue_steps": queue_steps(args), "form": args.form, "settings": {k: {"scale_of_a100_rn50_amp": v[0], "us_per_sample": v[1]} for k, v in SETTINGS.items()},
-           "files": args.files, "epochs": args.epochs, "rows": rows, "goals": goals(rows), "runs": runs}
+           "files": args.files, "epochs": args.epochs, "target": args.target, "pilot": pilot,
+           "rows": rows, "goals": goals(rows), "runs": runs}
     print(save(args.name, out, args, start_load=load0, seeds=list(range(args.repeats)), repeats=args.repeats))
 
 
