@@ -24,12 +24,15 @@ READY = "address "
 REMOVED = "removed"
 
 
-def main(head: dict | None = None, second: dict | None = None) -> None:
-    """`head`, `second`: custom resources of each node (one CPU each, or "num_cpus")."""
+def main(head: dict | None = None, second: dict | None = None, dashboard_port: int | None = None) -> None:
+    """`head`, `second`: custom resources of each node (one CPU each, or "num_cpus");
+    `dashboard_port`: the head's (a node's default is 8265, with no retry when taken)."""
     from ray.cluster_utils import Cluster
 
     head, second = dict(head or {}), dict(second or {})
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": head.pop("num_cpus", 1), "resources": head})
+    head_args = {"num_cpus": head.pop("num_cpus", 1), "resources": head}
+    cluster = Cluster(initialize_head=True, head_node_args={
+        **head_args, **({"dashboard_port": dashboard_port} if dashboard_port else {})})
     try:
         node = cluster.add_node(num_cpus=second.pop("num_cpus", 1), resources=second)
         cluster.wait_for_nodes()
@@ -68,7 +71,13 @@ def two_nodes(head: dict | None = None, second: dict | None = None, timeout_s: f
     """A fresh two-node cluster (`main`'s resources), for the `with` block's time."""
     # Unbuffered: a raw pipe's readline reads up to the newline only, so select() never
     # misses a line already read into a buffer.
-    proc = subprocess.Popen([sys.executable, __file__, json.dumps([head or {}, second or {}])], stdin=subprocess.PIPE,
+    # The head's dashboard on a port of the tests' own (helpers.free_port): at 8265, the
+    # default, it failed to start beside another local Ray of a parallel test worker.
+    # Imported here: the test process has tests/ on its path, this file's own process not.
+    from helpers import free_port
+
+    args = json.dumps([head or {}, second or {}, free_port()])
+    proc = subprocess.Popen([sys.executable, __file__, args], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, bufsize=0, start_new_session=True)
     try:
         yield TwoNodes(proc, _line(proc, READY, timeout_s))
