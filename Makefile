@@ -26,12 +26,15 @@ run: $(STAMP)
 # The integration tier runs two tests at a time (pytest-xdist, each worker its own local
 # Ray, Ray temp dir and port range: tests/conftest.py): its tests mostly wait on Ray's
 # start-ups and on the faults' timeouts. 20.0 -> 14.3 min on 2 cores; three at a time took
-# 15.4 and a two-node Ray's start-up timed out beside the other workers' Rays.
+# 15.4 and a two-node Ray's start-up timed out beside the other workers' Rays. The e2e tier
+# runs two test files at a time (--dist loadfile: a file's module-scoped cluster, such as
+# test_node_lost.py's nodes joined to the worker's head, serves its own tests only); each
+# worker starts its own head and MLflow server on its own ports.
 test: $(STAMP)
 	rc=0; \
 	$(BIN)/python -m pytest -q --durations=25 -n auto -m unit tests || rc=1; \
 	$(BIN)/python -m pytest -q --durations=25 -n 2 --dist worksteal -m integration tests || rc=1; \
-	$(BIN)/python -m pytest -q --durations=25 -m e2e tests || rc=1; \
+	$(BIN)/python -m pytest -q --durations=25 -n 2 --dist loadfile -m e2e tests || rc=1; \
 	exit $$rc
 
 test-unit: $(STAMP)
@@ -41,7 +44,7 @@ test-integration: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 --dist worksteal -m integration tests
 
 test-e2e: $(STAMP)
-	$(BIN)/python -m pytest -q -m e2e tests
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m e2e tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check platform tests jobs benchmarks
