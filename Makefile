@@ -29,7 +29,7 @@ run: $(STAMP)
 # 15.4 and a two-node Ray's start-up timed out beside the other workers' Rays. The e2e tier
 # runs two test files at a time (--dist loadfile: a file's module-scoped cluster, such as
 # test_node_lost.py's nodes joined to the worker's head, serves its own tests only); each
-# worker starts its own head and MLflow server on its own ports.
+# worker starts its own head and MLflow server on its own ports. 8.2 -> 6.8 min.
 test: $(STAMP)
 	rc=0; \
 	$(BIN)/python -m pytest -q --durations=25 -n auto -m unit tests || rc=1; \
