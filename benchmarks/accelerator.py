@@ -240,11 +240,14 @@ def main() -> None:
     runs = []
     for rep in range(args.repeats):
         for setting, workers, arm in plan if rep % 2 == 0 else plan[::-1]:
-            settled_load(timeout_s=5 if args.quick else 120)
+            before = settled_load(timeout_s=5 if args.quick else 120)[0]
             t = time.time()
             r = (dataloader_run(setting, root, args, rep) if arm == "dataloader"
                  else ray_run(arm, setting, workers, root, args, rep))
-            runs.append({**r, "repeat": rep, "load_1m": os.getloadavg()[0]})
+            # load_1m: read at the run's end, the run's own processes (its actors, worker and
+            # Ray) included; load_1m_before: the machine before it, once settled. Other work
+            # is the provenance's foreign CPU share.
+            runs.append({**r, "repeat": rep, "load_1m_before": before, "load_1m": os.getloadavg()[0]})
             print(f"{setting} w{workers} {arm} rep {rep}: busy {r['busy']:.3f} trained {r['trained_per_s']:.0f}/s "
                   f"fresh {r['fresh_per_s'] or 0:.0f}/s ({time.time() - t:.0f} s)", flush=True)
     rows = summarise(runs)
