@@ -54,14 +54,23 @@ class EchoPlan:
     @property
     def schedule_factor(self) -> float:
         """The echo factor an epoch's optimizer steps are counted at for the learning-rate
-        schedule (evaluations fall by fresh examples: echoray/epochs.py): the configured factor, and
-        1 under `auto`, whose factor is not known ahead (and without echo). So a fixed factor e stretches the
-        schedule (warm-up and decay in epochs of fresh data) over e times the steps of e = 1,
-        and `auto` does not: at the same R an auto run anneals sooner than a fixed factor
-        that echoes as much (docs/benchmarks/fashion-mnist.md, Figure 4)."""
+        schedule ahead of the run (evaluations fall by fresh examples: echoray/epochs.py): the
+        configured factor, and 1 under `auto` and without echo. So a fixed factor e stretches
+        the schedule (warm-up and decay in epochs of fresh data) over e times the steps of
+        e = 1; under `auto` the steps per epoch are measured as the run goes
+        (schedule_follows_fresh)."""
         if self.factor == "auto" or not (self.examples or self.on_batches):
             return 1.0
         return float(self.factor)
+
+    @property
+    def schedule_follows_fresh(self) -> bool:
+        """Whether the learning-rate schedule's steps per epoch are measured from the fresh
+        count at each evaluation (train/schedule_position.py): under `auto`, whose factor is
+        not known ahead. Counted at e = 1 instead, warm-up and decay of a run echoing 4-8x
+        ended within two epochs of fresh data, and the rest trained at a learning rate of
+        about 0 (docs/benchmarks/accelerator.md)."""
+        return self.factor == "auto" and (self.examples or self.on_batches)
 
     def steps_per_shard_epoch(self, batch_size: int, num_train: int, readers: int,
                               factor: float | None = None) -> int:

@@ -34,10 +34,11 @@ from echoray.data.sources import index_source
 from echoray.records import CheckpointMeta
 from echoray.recovery import checkpoint
 from echoray.recovery.checkpoint import Restored
-from echoray.recovery.reshard import reshard_rank_states, schedule_epochs, split_rows
+from echoray.recovery.reshard import reshard_rank_states, split_rows
 from echoray.train.groups import reading_ranks
 from echoray.train.local_run import LocalCollector, local_loop, preprocessed_blocks
 from echoray.train.loop import steps_per_data_epoch
+from echoray.train.schedule_position import schedule_epochs
 
 SEED, EPOCHS, FACTOR, BLOCK, BATCH = 3, 3, 1.5, 7, 4
 IDS = np.arange(200, 260, dtype=np.int64)  # 60 training ids

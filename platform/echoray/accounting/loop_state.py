@@ -48,8 +48,9 @@ class LoopState:
     eval_s: float = _f(0.0, RUN)
     elapsed_s: float = _f(0.0, RUN)  # wall time of earlier attempts (as of the checkpoint)
     train_s: float = _f(0.0, RUN)  # time since the first batch, over earlier attempts
-    # [step, schedule epochs] where the current number of workers began (recovery/reshard.py
-    # schedule_epochs): the learning-rate schedule follows the data consumed across resumes
+    # [step, schedule epochs(, measured steps per epoch)] where the schedule last started: the
+    # run's start, a resume with another worker count, an evaluation under auto
+    # (train/schedule_position.py): the learning-rate schedule follows the data consumed
     lr_from: list = _f(scope=RUN, factory=lambda: [0, 0.0], since_v2=True)
     # this worker's ("rank")
     counters: Counters = _f(scope=RANK, factory=Counters)

@@ -100,13 +100,3 @@ def split_rows(parts: list[dict[str, np.ndarray] | None], readers: list[bool]) -
         if len(at):
             out[r] = {k: v[at] for k, v in rows.items()}
     return out
-
-
-def schedule_epochs(steps: int, since: list, steps_per_epoch: int) -> float:
-    """The learning-rate schedule's position (epochs of fresh data at the plan's schedule
-    factor) at optimizer step `steps`: `since` = [step, position] where the current number
-    of workers began ([0, 0.0]: the run's start), then `steps_per_epoch` of this worker
-    count per epoch. A resume with another worker count starts a new [step, position], so
-    the schedule follows the data consumed, not the steps taken."""
-    step0, epochs0 = since
-    return float(epochs0) + (steps - int(step0)) / steps_per_epoch

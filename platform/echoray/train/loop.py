@@ -38,10 +38,10 @@ from echoray.accounting.loop_state import LoopState
 from echoray.config import PipelineConfig
 from echoray.data.augment import output_size
 from echoray.echo_plan import EchoPlan
+from echoray.epochs import evaluation_point
 from echoray.metrics import metric_named
 from echoray.records import EpochRecord, FinalRecord, Heartbeat, PendingBatch
 from echoray.recovery.faults import RunAborted
-from echoray.recovery.reshard import schedule_epochs
 from echoray.seeds import STREAM_MODEL, derive_seed
 from echoray.train.batch_augment import (
     backward_views,
@@ -59,6 +59,7 @@ from echoray.train.loop_report import LoopReport
 from echoray.train.models import build_model
 from echoray.train.optim import build_optimizer, lr_multiplier, set_lr
 from echoray.train.prefetch import Prefetch
+from echoray.train.schedule_position import at_evaluation, rebase, schedule_epochs
 from echoray.worker.link import Collectives, FreshClock
 from echoray.worker.ports import CheckpointPort, CollectorPort, EvaluatorPort
 
@@ -189,7 +190,7 @@ class WorkerLoop:
         self.state = LoopState.from_checkpoint(restored.meta.state, restored.rank)
         if restored.meta.world_size != self.world:  # elastic resume or resized group: the schedule goes on from here
             s, before = self.state, steps_per_data_epoch(self.cfg, self.n_train, restored.meta.world_size)
-            s.lr_from = [s.counters.steps, schedule_epochs(s.counters.steps, s.lr_from, before)]
+            s.lr_from = rebase(s.counters.steps, s.lr_from, before, self.spe, self.schedule_cap())
         self.precision.load_state_dict(self.state.amp_scaler)
         self.history[:] = restored.meta.history
         self.t_start = time.time() - self.state.elapsed_s  # elapsed time continues
@@ -256,15 +257,21 @@ class WorkerLoop:
     def step(self, inputs: torch.Tensor, labels: torch.Tensor) -> None:
         """One optimizer step; the loss stays on the device (read at the next evaluation)."""
         cfg = self.cfg
-        set_lr(self.opt, cfg.optimizer.lr,
-               lr_multiplier(schedule_epochs(self.state.counters.steps, self.state.lr_from, self.spe),
-                             cfg.train.max_epochs, cfg.schedule))
+        position = schedule_epochs(self.state.counters.steps, self.state.lr_from, self.spe, self.schedule_cap())
+        set_lr(self.opt, cfg.optimizer.lr, lr_multiplier(position, cfg.train.max_epochs, cfg.schedule))
         self.opt.zero_grad(set_to_none=True)
         with self.precision.autocast():
             loss = backward_views(self.model, inputs, labels, len(self.views), cfg.batch_augmentation.accumulate,
                                   backward=self.precision.backward, **self.loss_fn())
         self.precision.step(self.opt)
         self.loss.add(loss)
+
+    def schedule_cap(self) -> float:
+        """Under `auto`, the next evaluation's point in epochs (train/schedule_position.py): the
+        schedule cannot be past it before that evaluation; no cap at a fixed factor."""
+        if not self.plan.schedule_follows_fresh:
+            return math.inf
+        return evaluation_point(self.state.evals + 1, self.n_train, self.cfg.train.evals_per_epoch) / self.n_train
 
     def loss_fn(self) -> dict:
         if not self.text:
@@ -284,6 +291,8 @@ class WorkerLoop:
             scored = self.env.evaluator.evaluate(self.model, self.normalize, cfg.train.batch_size)
         s.eval_s += time.perf_counter() - t_eval
         counts = self.report.global_counts()
+        if self.plan.schedule_follows_fresh:
+            s.lr_from = at_evaluation(s.counters.steps, counts[0], self.n_train, s.lr_from)
         scores, tta = held_out_scores(scored, cfg.batch_augmentation.tta_views)
         value = scores[self.metric.name]
         s.acc, s.best = value, self.metric.better(s.best if s.evals > 1 else self.metric.worst, value)
