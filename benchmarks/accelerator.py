@@ -200,7 +200,7 @@ def parse() -> argparse.Namespace:
                     help="padded: the learning accelerator on class-tinted JPEGs (time to target)")
     ap.add_argument("--target", default=None,
                     help="train.target (with --form padded): a held-out accuracy, or `pilot` (PILOT_SEED's e = 1 "
-                         f"run at {PILOT_AT:.0%} of its budget)")
+                         f"run at {PILOT_AT * 100:.0f}%% of its budget)")
     ap.add_argument("--evals-per-epoch", type=int, default=1, help="train.evals_per_epoch")
     ap.add_argument("--queue-steps", type=int, default=1,
                     help="form wait: steps the host may run ahead of the device (0: synchronous steps)")
