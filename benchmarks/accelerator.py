@@ -56,12 +56,12 @@ import numpy as np
 from accelerator_model import SETTINGS, busy_fraction, read_busy
 from common import REPO, save, settled_load, train_in_process
 from jpeg_set import jpeg_folder
+from ttt import PILOT_AT, PILOT_SEED, pilot_value
 
 BENCH = Path(__file__).resolve().parent
 PLACEMENTS = ("before_augment", "after_augment", "batch")
 FIXED = (2, 4, 8)
 TINTS = np.random.default_rng(1).uniform(-48, 48, (10, 3))  # --form padded: classes a small CNN tells apart
-PILOT_SEED, PILOT_AT = 100, 0.7  # --target pilot: e = 1's accuracy at 70% of its budget (issue 64)
 COMMON = ["source.eval_path=null", "source.holdout_fraction=0.05",
           "preprocess.actors={min_size: 2, max_size: 2, num_cpus: 0.75}", "scaling.use_gpu=false",
           "scaling.cpus_per_worker=0.5", "scaling.local_mode=false", "train.batch_size=64",
@@ -123,10 +123,8 @@ def pilot_target(root: Path, args: argparse.Namespace) -> dict:
     """--target pilot: run e = 1 (seed PILOT_SEED, R3, no target) and take its held-out
     accuracy at the evaluation nearest PILOT_AT of its budget as the measured runs' target."""
     run = ray_run("e1", "R3", 1, root, argparse.Namespace(**{**vars(args), "target": None}), PILOT_SEED)
-    evals = run["evaluations"]
-    at = max(1, round(PILOT_AT * len(evals)))
-    return {"seed": PILOT_SEED, "setting": "R3", "at_evaluation": at, "of": len(evals),
-            "target": evals[at - 1]["accuracy"], "evaluations": evals, "wall_s": run["wall_s"]}
+    return {**pilot_value(run["evaluations"], "accuracy"), "setting": "R3", "evaluations": run["evaluations"],
+            "wall_s": run["wall_s"]}
 
 
 def queue_steps(args: argparse.Namespace) -> int:

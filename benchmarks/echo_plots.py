@@ -17,8 +17,9 @@ def _plt():
 
 
 def time_vs_factor(levels: list[dict], path: Path) -> None:
-    """One panel per R level: time to target relative to e = 1 (mean over seeds, bars
-    min..max) at each fixed e and at auto's mean trained e, next to the ideal max(1/e, 1/R)."""
+    """One panel per R level: time to target from the command's start relative to e = 1 of
+    the same seed (a miss at its budget; mean over seeds, bars min..max) at each fixed e and
+    at auto's mean trained e, next to the ideal max(1/e, 1/R)."""
     plt = _plt()
     fig, axes = plt.subplots(1, len(levels), figsize=(5.5 * len(levels), 4), squeeze=False)
     for ax, level in zip(axes[0], levels, strict=True):

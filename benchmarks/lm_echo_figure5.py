@@ -5,12 +5,16 @@ at two batch sizes, over seeds.
 Each (batch size, e, seed) is one in-process run of the small LM (benchmarks/lm_common.py)
 with batch echo (echo.stage batch, as the paper's Transformer experiments; --f5-stage
 before_augment for example echo), stopped at the target or at a budget of fresh tokens.
-Fresh tokens to target are read from the run's evaluation history, interpolated between
-the two evaluations around the target (lm_common.crossing; the summary's own
-fresh_examples_to_target, at evaluation resolution, is kept beside it). Per point: mean,
-min and max over the seeds that reached the target, and how many did.
+Fresh tokens to target are those of the evaluation that crossed it (summary.json's
+fresh_examples_to_target: nothing interpolated); a run that missed counts at its budget.
+Per point: how many seeds reached the target, and the median over all seeds with the misses
+at their budget (min and max beside it); a point whose median is a miss (most seeds
+missed) has only a bound. The target is fixed before the runs (issue 64): with `--f5-target
+pilot` (the default) an e = 1 run of seed 100 per batch size over the whole budget, its
+held-out bits per byte at 70% of its evaluations (benchmarks/ttt.py), the higher (easier)
+of the batch sizes' values, so e = 1 reaches it at every batch size.
 
-What a repeated token is worth, from the means: a run at e trains e x F(e) tokens of which
+What a repeated token is worth, from the medians: a run at e trains e x F(e) tokens of which
 F(e) are fresh; if the (e - 1) x F(e) repeats were each worth w fresh ones, F(1) = F(e) x
 (1 + w (e - 1)), so
 
@@ -28,9 +32,11 @@ above 16 at 4096). Unlike the paper, the optimizer settings are the same for eve
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 import lm_common
+import ttt
 from common import save
 
 
@@ -49,11 +55,10 @@ def one_run(a, c: lm_common.Corpus, batch: int, e: float, seed: int) -> dict:
                        f"train.batch_size={batch}", f"seed={seed}", f"train.target={a.f5_target}",
                        f"train.max_fresh_examples={budget}", f"train.evals_per_epoch={k}", *a.set],
                       f"b{batch}-e{e:g}-s{seed}")
-    hit = lm_common.crossing(s["history"], a.f5_target)
-    coarse = s["fresh_examples_to_target"]
+    hit = s["fresh_examples_to_target"]
     return {"batch_size": batch, "factor": e, "seed": seed, "reached": hit is not None,
             "fresh_tokens_to_target": hit * c.seq_len if hit is not None else None,
-            "fresh_tokens_to_target_at_eval": coarse * c.seq_len if coarse is not None else None,
+            "fresh_tokens_or_budget": (hit if hit is not None else budget) * c.seq_len,
             "budget_tokens": budget * c.seq_len, "evals_per_epoch": k, "evaluations": len(s["history"]),
             "fresh_tokens": s["text"]["fresh_tokens"], "trained_tokens": s["text"]["trained_tokens"],
             "best_bits_per_byte": s["best_metric"], "steps": s["steps"], "wall_s": s["wall_s"],
@@ -61,14 +66,32 @@ def one_run(a, c: lm_common.Corpus, batch: int, e: float, seed: int) -> dict:
             "curve": [(h["fresh_examples"] * c.seq_len, h.get("bits_per_byte")) for h in s["history"]]}
 
 
+def pilot_target(a, c: lm_common.Corpus) -> dict:
+    """--f5-target pilot: e = 1 of ttt.PILOT_SEED per batch size, no target, the whole budget;
+    the target is the highest of their bits per byte at 70% of their evaluations."""
+    per_batch = []
+    for batch in a.f5_batch_sizes:
+        k = lm_common.evals_for(c, batch, a.f5_budget_tokens // c.seq_len, a.f5_evals)
+        s = lm_common.run(["echo.stage=none", f"train.batch_size={batch}", f"seed={ttt.PILOT_SEED}",
+                           "train.target=null", f"train.max_fresh_examples={a.f5_budget_tokens // c.seq_len}",
+                           f"train.evals_per_epoch={k}", *a.set], f"pilot-b{batch}")
+        per_batch.append({"batch_size": batch, **ttt.pilot_value(ttt.curve(s, "bits_per_byte"), "bits_per_byte")})
+    return {"target": max(p["target"] for p in per_batch), "per_batch_size": per_batch}
+
+
 def points(runs: list[dict]) -> list[dict]:
-    """Per (batch size, e): the spread over the seeds that reached the target."""
+    """Per (batch size, e), over every seed with misses at their budget: the median, min and
+    max fresh tokens, how many reached, and whether the median is a reached value."""
     keys = sorted({(r["batch_size"], r["factor"]) for r in runs})
     out = []
     for b, e in keys:
         mine = [r for r in runs if (r["batch_size"], r["factor"]) == (b, e)]
-        out.append({"batch_size": b, "factor": e, "seeds": len(mine), "budget_tokens": max(r["budget_tokens"] for r in mine),
-                    **lm_common.spread([r["fresh_tokens_to_target"] for r in mine])})
+        vals = [r["fresh_tokens_or_budget"] for r in mine]
+        reached = sum(r["reached"] for r in mine)
+        out.append({"batch_size": b, "factor": e, "seeds": len(mine), "reached": reached,
+                    "budget_tokens": max(r["budget_tokens"] for r in mine), "n": len(vals),
+                    "median": statistics.median(vals), "min": min(vals), "max": max(vals),
+                    "median_reached": 2 * reached > len(mine)})
     return out
 
 
@@ -76,25 +99,26 @@ def worth(pts: list[dict], threshold: float) -> list[dict]:
     """Per batch size: w(e) for every factor (module docstring; a factor no seed of which
     reached the target within its budget B has w(e) < (F(1) / B - 1) / (e - 1), kept as
     worth_at_most), the first e whose w is below `threshold`, and the e with the fewest
-    mean fresh tokens to target."""
+    median fresh tokens to target (misses at their budget)."""
     out = []
     for b in sorted({p["batch_size"] for p in pts}):
         mine = sorted((p for p in pts if p["batch_size"] == b), key=lambda p: p["factor"])
-        base = next((p["mean"] for p in mine if p["factor"] == 1), None)
-        reached = [p for p in mine if p["mean"] is not None]
-        ws = [{"factor": p["factor"], "fresh_tokens": p["mean"], "on_line": base / p["factor"] if base else None,
-               "worth": (base / p["mean"] - 1) / (p["factor"] - 1) if base and p["factor"] > 1 else None,
+        base = next((p["median"] for p in mine if p["factor"] == 1 and p["median_reached"]), None)
+        reached = [p for p in mine if p["median_reached"]]
+        ws = [{"factor": p["factor"], "fresh_tokens": p["median"], "on_line": base / p["factor"] if base else None,
+               "worth": (base / p["median"] - 1) / (p["factor"] - 1) if base and p["factor"] > 1 else None,
                "worth_at_most": None}
               for p in reached]
         ws += [{"factor": p["factor"], "fresh_tokens": None, "on_line": base / p["factor"] if base else None,
                 "worth": None, "worth_at_most": (base / p["budget_tokens"] - 1) / (p["factor"] - 1)
-                if base and p["factor"] > 1 else None} for p in mine if p["mean"] is None]
+                if base and p["factor"] > 1 else None} for p in mine if not p["median_reached"]]
         ws.sort(key=lambda w: w["factor"])
         below = next((w["factor"] for w in ws if bound(w) is not None and bound(w) < threshold), None)
-        best = min(reached, key=lambda p: p["mean"])["factor"] if reached else None
+        best = min(reached, key=lambda p: p["median"])["factor"] if reached else None
         out.append({"batch_size": b, "worth": ws, "worth_threshold": threshold, "first_e_below": below,
                     "most_useful_e": best, "largest_e": mine[-1]["factor"] if mine else None,
-                    "unreached_factors": [p["factor"] for p in mine if p["mean"] is None],
+                    "unreached_factors": [p["factor"] for p in mine if not p["median_reached"]],
+                    "reached": {f"{p['factor']:g}": f"{p['reached']}/{p['seeds']}" for p in mine},
                     "statement": statement(b, base, ws, below, best, threshold, mine)})
     return out
 
@@ -115,7 +139,8 @@ def statement(b, base, ws, below, best, threshold, mine) -> str:
         where = (f"up to e = {known:g} a repeated token is worth at least {threshold:g} of a fresh one"
                  + (" (the largest tested)" if not beyond else
                     f" (e = {beyond} did not reach the target within its budget)"))
-    return f"batch {b}: {where}; the fewest fresh tokens to target at e = {best:g}"
+    reached = ", ".join(f"e = {p['factor']:g} {p['reached']}/{p['seeds']}" for p in mine)
+    return f"batch {b}: {where}; the fewest fresh tokens to target at e = {best:g} (reached: {reached})"
 
 
 def plot(pts: list[dict], path: Path, title: str) -> Path:
@@ -129,18 +154,19 @@ def plot(pts: list[dict], path: Path, title: str) -> Path:
         mine = sorted((p for p in pts if p["batch_size"] == batch and p["n"]), key=lambda p: p["factor"])
         if not mine:
             continue
-        xs, mean = [p["factor"] for p in mine], [p["mean"] for p in mine]
+        xs, mean = [p["factor"] for p in mine], [p["median"] for p in mine]
         err = [[m - p["min"] for m, p in zip(mean, mine, strict=True)],
                [p["max"] - m for m, p in zip(mean, mine, strict=True)]]
         line = ax.errorbar(xs, mean, yerr=err, marker="o", capsize=4, label=f"batch {batch}")
-        base = next((p["mean"] for p in mine if p["factor"] == 1), None)
+        base = next((p["median"] for p in mine if p["factor"] == 1), None)
         if base:
             ax.plot(xs, [base / x for x in xs], linestyle="dotted", color=line[0].get_color())
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("echo factor e")
     ax.set_ylabel("fresh tokens to target")
-    ax.set_title(title + "\n(bars: min..max over seeds; dotted: e = 1 / e)", fontsize=9)
+    ax.set_title(title + "\n(median, bars min..max over seeds, a miss at its budget; dotted: e = 1 / e)",
+                 fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -151,6 +177,11 @@ def plot(pts: list[dict], path: Path, title: str) -> Path:
 
 def part(a, results: Path, scale: dict) -> list[str]:
     c = lm_common.corpus(a.set)
+    pilot = None
+    if a.f5_target == "pilot":
+        pilot = pilot_target(a, c)
+        a.f5_target = pilot["target"]
+        print(f"figure5: target {a.f5_target:.4f} bits per byte from the pilots {pilot['per_batch_size']}", flush=True)
     runs = []
     for batch in a.f5_batch_sizes:
         for e in a.f5_factors:
@@ -166,9 +197,10 @@ def part(a, results: Path, scale: dict) -> list[str]:
     for v in verdict:
         print(v["statement"], flush=True)
     results.mkdir(parents=True, exist_ok=True)
-    title = f"small LM, {a.f5_stage} echo, target {a.f5_target} bits/byte, {len(a.f5_seeds)} seeds"
+    title = f"small LM, {a.f5_stage} echo, target {float(a.f5_target):.3f} bits/byte, {len(a.f5_seeds)} seeds"
     png = plot(pts, results / f"{a.f5_name}.png", title)
-    save(a.f5_name, {"stage": a.f5_stage, "target_bits_per_byte": a.f5_target, "corpus": vars(c),
+    save(a.f5_name, {"stage": a.f5_stage, "target_bits_per_byte": float(a.f5_target), "pilot": pilot,
+                     "corpus": vars(c),
                              "model": lm_common.SMALL, "extra": a.set, "scale": scale, "points": pts,
                              "worth": verdict, "runs": runs, "plot": png.name},
          a, path=results / f"{a.f5_name}.json", seeds=a.f5_seeds)

@@ -38,9 +38,12 @@ def test_evals_for_spaces_evaluations_over_the_budget_at_most_one_per_step():
     assert lm_common.evals_for(c, 16, 20_000, 1) == 1
 
 
-def point(b, e, mean, budget=1000.0):
-    return {"batch_size": b, "factor": e, "seeds": 3, "n": 3 if mean else 0, "mean": mean,
-            "min": mean, "max": mean, "budget_tokens": budget}
+def point(b, e, median, budget=1000.0):
+    """A Figure 5 point of 3 seeds that all reached the target at `median` (None: all missed)."""
+    value = median if median is not None else budget
+    return {"batch_size": b, "factor": e, "seeds": 3, "reached": 3 if median is not None else 0, "n": 3,
+            "median": value, "min": value, "max": value, "budget_tokens": budget,
+            "median_reached": median is not None}
 
 
 def test_worth_of_a_repeat_and_the_statement_come_from_the_data():
@@ -51,7 +54,8 @@ def test_worth_of_a_repeat_and_the_statement_come_from_the_data():
     assert [round(w["worth"], 4) if w["worth"] is not None else None for w in v16["worth"]] == [None, 1.0, 0.5, 0.1429]
     assert v16["first_e_below"] == 8 and v16["most_useful_e"] == 4
     assert v16["statement"] == ("batch 16: from e = 8 on, a repeated token is worth less than 0.5 of a fresh one; "
-                                "the fewest fresh tokens to target at e = 4")
+                                "the fewest fresh tokens to target at e = 4 "
+                                "(reached: e = 1 3/3, e = 2 3/3, e = 4 3/3, e = 8 3/3)")
     # batch 64: on the line up to 4; e = 8 did not reach the target within 1,000 fresh tokens,
     # so its repeats were worth less than (1600 / 1000 - 1) / 7
     assert v64["worth"][-1]["worth_at_most"] == pytest.approx(0.6 / 7) and v64["worth"][-1]["worth"] is None
@@ -61,7 +65,8 @@ def test_worth_of_a_repeat_and_the_statement_come_from_the_data():
     assert v["first_e_below"] is None
     assert v["statement"] == ("batch 64: up to e = 4 a repeated token is worth at least 0.5 of a fresh one "
                               "(e = 8 did not reach the target within its budget); "
-                              "the fewest fresh tokens to target at e = 4")
+                              "the fewest fresh tokens to target at e = 4 "
+                              "(reached: e = 1 3/3, e = 2 3/3, e = 4 3/3, e = 8 0/3)")
     (v,) = f5.worth([point(64, 1, 1600.0), point(64, 2, 800.0)], 0.5)
     assert v["statement"].startswith("batch 64: up to e = 2 a repeated token is worth at least 0.5 of a fresh one "
                                      "(the largest tested)")
@@ -69,11 +74,17 @@ def test_worth_of_a_repeat_and_the_statement_come_from_the_data():
     assert none["statement"] == "batch 32: e = 1 did not reach the target, so nothing is compared"
 
 
-def test_points_spread_over_the_seeds_that_reached_the_target():
-    runs = [{"batch_size": 16, "factor": 2.0, "seed": s, "fresh_tokens_to_target": v, "budget_tokens": 500}
-            for s, v in ((0, 100.0), (1, 300.0), (2, None))]
-    (p,) = f5.points(runs)
-    assert (p["seeds"], p["n"], p["mean"], p["min"], p["max"], p["budget_tokens"]) == (3, 2, 200.0, 100.0, 300.0, 500)
+def test_points_are_medians_over_every_seed_with_misses_at_their_budget():
+    def runs(values):
+        return [{"batch_size": 16, "factor": 2.0, "seed": s, "reached": v is not None,
+                 "fresh_tokens_or_budget": v if v is not None else 500.0, "budget_tokens": 500}
+                for s, v in enumerate(values)]
+
+    (p,) = f5.points(runs([100.0, 300.0, None]))
+    assert (p["seeds"], p["reached"], p["median"], p["min"], p["max"]) == (3, 2, 300.0, 100.0, 500.0)
+    assert p["median_reached"] and p["budget_tokens"] == 500
+    (p,) = f5.points(runs([100.0, None, None]))  # most missed: the median is the budget, a bound
+    assert (p["reached"], p["median"], p["median_reached"]) == (1, 500.0, False)
 
 
 def test_a_run_at_e_reads_fewer_fresh_tokens_where_it_would_train_past_the_cap():
@@ -130,7 +141,7 @@ def test_a_checked_store_is_rescaled_by_measured_over_asked_r():
 
 def test_auto_goals_against_e1_and_the_best_fixed_factor():
     def row(f, t):
-        return {"factor": f, "time_to_target_s": {"mean": t}}
+        return {"factor": f, "time_to_target": {"median_from_start_s": t}}
 
     g = auto.goals([row("1", 100.0), row("2", 52.0), row("4", 27.0), row("8", 30.0), row("auto", 28.0)])
     assert g["best_fixed_factor"] == "4"
