@@ -82,25 +82,6 @@ def run(overrides: list[str], name: str) -> dict:
     return summary
 
 
-def crossing(history: list[dict], target: float, key: str = "bits_per_byte", at: str = "fresh_examples") -> float | None:
-    """The `at` value (fresh examples; or train_s, training seconds) at which `key` first
-    fell to `target`, interpolated linearly between the last evaluation above it and the
-    first at or below it (from 0 at the first evaluation); None when no evaluation reached
-    it. The summary's figures to target are the evaluation point itself, so their
-    resolution is one evaluation interval; this one's is finer where the curve is smooth."""
-    prev = None
-    for row in history:
-        value, x = row.get(key), row.get(at)
-        if value is None or x is None:
-            continue
-        if value <= target:
-            if prev is None or prev[1] <= value:
-                return float(x)
-            x0, v0 = prev
-            return x0 + (v0 - target) / (v0 - value) * (x - x0)
-        prev = (x, value)
-    return None
-
 
 def spread(values: list[float | None]) -> dict:
     """mean, min, max and n of the values that are not None."""

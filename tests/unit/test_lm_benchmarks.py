@@ -16,20 +16,6 @@ ba = load_benchmark("lm_ba")
 driver = load_benchmark("lm")
 
 
-def rows(*pairs):
-    return [{"fresh_examples": f, "bits_per_byte": v} for f, v in pairs]
-
-
-def test_crossing_interpolates_between_the_evaluations_around_the_target():
-    h = rows((100, 5.0), (200, 4.5), (300, 3.5), (400, 3.0))
-    assert lm_common.crossing(h, 4.0) == pytest.approx(250.0)  # half way from 4.5 to 3.5
-    assert lm_common.crossing(h, 4.5) == 200.0  # an evaluation exactly at the target
-    assert lm_common.crossing(h, 5.5) == 100.0  # reached at the first evaluation: that point
-    assert lm_common.crossing(h, 2.0) is None
-    # rows without the metric (an image run's) are skipped, not read as zero
-    assert lm_common.crossing([{"fresh_examples": 50}, *h], 4.0) == pytest.approx(250.0)
-
-
 def test_evals_for_spaces_evaluations_over_the_budget_at_most_one_per_step():
     c = lm_common.Corpus(sequences=10_000, seq_len=64, pieces=500, documents=300, bytes=650_000)
     assert c.tokens == 640_000
