@@ -102,8 +102,11 @@ def test_the_noise_model_is_no_quieter_than_the_measured_windows():
     import json
     from pathlib import Path
 
-    record = json.loads((Path(__file__).parents[2] / "benchmarks/results/echo_R8.json").read_text())
-    autos = [r["factor_history"] for r in record["runs"] if str(r["factor"]) == "auto"]
+    # the R windows of echo.py's auto runs at R ~ 8 with a 20-epoch budget (054bcb3): mostly
+    # steady state; make bench's runs since stop at a pilot's target within 8 epochs, so
+    # their few windows are mostly the start-up transient (R 130 falling to 10), not noise
+    record = json.loads((Path(__file__).parent / "data" / "echo_R8_auto_windows.json").read_text())
+    autos = record["traces"]
     assert len(autos) == 3  # one per seed
     for trace in autos:
         log_r = np.log([p["measured_R"] for p in trace])
