@@ -7,8 +7,8 @@ written from benchmarks/results/*.json between marker comments
 
 so a quoted figure cannot differ from its file. A results file is a figure only when its
 `provenance` (benchmarks/common.py) records a clean tree and a foreign CPU share of at
-most 0.05, and its commit is the report's commit (that of the figure file that ended
-last): otherwise its rows say "not a figure (reason)", and a file no run has written yet
+most 0.05, and its commit is the report's commit (that of the `make bench` file that
+ended last; a by-hand record never sets it): otherwise its rows say "not a figure (reason)", and a file no run has written yet
 says "no results yet". tests/unit/test_bench_report.py checks that the committed tree is
 what this writes.
 
@@ -67,7 +67,9 @@ def load(results_dir: Path, names: list[str]) -> Results:
     records = {n: _read(results_dir / n) for n in names}
     reasons = {n: NO_RESULTS if r is None else cpu.verdict(r.get("provenance")) for n, r in records.items()}
     quiet = [records[n]["provenance"] for n in names if reasons[n] is None]
-    commit = max(quiet, key=lambda p: p["ended"])["commit"] if quiet else None
+    # a record no part writes (a by-hand run, benchmarks/parts.py) never sets the commit
+    bench = [records[n]["provenance"] for n in names if reasons[n] is None and plist.part_of(n)] or quiet
+    commit = max(bench, key=lambda p: p["ended"])["commit"] if bench else None
     for n in names:
         if reasons[n] is None and records[n]["provenance"]["commit"] != commit:
             reasons[n] = f"commit {records[n]['provenance']['commit'][:7]}, the others at {commit[:7]}"
@@ -249,6 +251,25 @@ def t_figure3(rec: dict) -> list[str]:
     return out
 
 
+def t_figure5(rec: dict) -> list[str]:
+    """Fresh tokens to target per e and batch size: median [min, max] over the seeds (a miss
+    at its budget), how many reached it, and a repeated token's worth against a fresh one."""
+    sizes = [w["batch_size"] for w in rec["worth"]]
+    points = {(pt["batch_size"], pt["factor"]): pt for pt in rec["points"]}
+    worth = {(w["batch_size"], x["factor"]): x for w in rec["worth"] for x in w["worth"]}
+    out = ["| e | " + " | ".join(f"batch {b}: fresh tokens (reached) | worth" for b in sizes) + " |",
+           "|---" * (2 * len(sizes) + 1) + "|"]
+    for e in dict.fromkeys(pt["factor"] for pt in rec["points"]):
+        cells = []
+        for b in sizes:
+            pt, w = points[(b, e)], worth.get((b, e), {})
+            val = w.get("worth") if w.get("worth") is not None else w.get("worth_at_most")
+            cells += [f"{pt['median']:,.0f} [{pt['min']:,.0f}, {pt['max']:,.0f}] ({pt['reached']}/{pt['seeds']})",
+                      "" if val is None else f"{'<= ' if w.get('worth') is None else ''}{val:.2f}"]
+        out.append(f"| {e} | {' | '.join(cells)} |")
+    return out
+
+
 def t_search(rec: dict) -> list[str]:
     runs = sorted(rec["echoray"], key=lambda r: -r["concurrency"])
     out = ["| | " + " | ".join(f"concurrency {r['concurrency']}" for r in runs) + " |", "|---" * (len(runs) + 1) + "|"]
@@ -370,6 +391,8 @@ TABLES = {
     "docs/benchmarks/batch-augmentation.md": {
         "batch-augmentation": page_table(("batch_augmentation.json",), t_batch_augmentation)},
     "docs/benchmarks/fashion-mnist.md": {"figure3": page_table(("fashion_mnist_figure3.json",), t_figure3)},
+    "docs/how-to/language-models.md": {"figure5": page_table(("lm_echo_figure5.json",), t_figure5),
+                                       "echo-text": page_table(("lm_auto_echo.json",), t_echo)},
     "docs/benchmarks/search.md": {"search": page_table(("tune_overhead.json",), t_search)},
     "docs/benchmarks/input-pipeline.md": {
         "input-pipeline": page_table(("input_pipeline_epochs.json",), t_input_pipeline)},
