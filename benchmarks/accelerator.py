@@ -5,7 +5,7 @@ step takes us_per_sample per sample of device time, queued one step ahead of the
 on a GPU stream, --queue-steps; time the CPU does not spend), trained by
 `echoray train pipelines/imagenet_resnet50.yaml` on an ImageNet-like JPEG folder
 (benchmarks/jpeg_set.py; decode + random-resized crop 224 + flip on 2 actors of 0.75 CPU,
-Ray Train workers of 0.5 CPU, batch 64, 8 epochs of reads). Two accelerator speeds
+Ray Train workers of 0.5 CPU together, batch 64, 8 epochs of reads). Two accelerator speeds
 (accelerator_model.SETTINGS): R3 = the published A100 ResNet-50 AMP rate (2,470 images/s),
 R6 = twice it. Arms, per speed and per worker count (scaling.num_workers 1 and 2):
 
@@ -18,7 +18,8 @@ R6 = twice it. Arms, per speed and per worker count (scaling.num_workers 1 and 2
 Per run, from the accelerator's own log (accelerator_model.busy_fraction, per worker):
 busy = time in steps over the span from its first step's start to its last step's end
 (evaluation taken out of the span; busy_raw keeps it in), trained examples/s = samples the
-steps trained over that span, fresh examples/s = the summary's fresh examples over it.
+steps trained over that span, fresh examples/s = the summary's fresh examples over it; and
+where rank 0's loop spent its time (loop_profile: steps, waiting for input, evaluations, the rest).
 R = the accelerator's rate (all workers) over e1's fresh rate. Goals (issue 60): auto
 busy >= 0.9 at R3 and R6 and within 10% of the best fixed factor's; e1 busy about 1/R.
 Arms interleave: each repeat runs every arm, in reversed order every other repeat.
@@ -61,10 +62,11 @@ from ttt import PILOT_AT, PILOT_SEED, pilot_value
 BENCH = Path(__file__).resolve().parent
 PLACEMENTS = ("before_augment", "after_augment", "batch")
 FIXED = (2, 4, 8)
+WORKER_CPUS = 0.5  # logical CPUs of the train workers together: two workers 0.25 each, on the same cores
 TINTS = np.random.default_rng(1).uniform(-48, 48, (10, 3))  # --form padded: classes a small CNN tells apart
 COMMON = ["source.eval_path=null", "source.holdout_fraction=0.05",
           "preprocess.actors={min_size: 2, max_size: 2, num_cpus: 0.75}", "scaling.use_gpu=false",
-          "scaling.cpus_per_worker=0.5", "scaling.local_mode=false", "train.batch_size=64",
+          "scaling.local_mode=false", "train.batch_size=64",
           "train.precision=fp32", "train.channels_last=false", "train.checkpoint_every=0", "scaling.max_failures=0",
           "echo.max_factor=8"]
 
@@ -97,15 +99,21 @@ def accelerator_figures(busy_dir: str, fresh: int | None) -> dict:
             "span_s": span, "per_worker": procs}
 
 
-def ray_run(arm: str, setting: str, workers: int, root: Path, args: argparse.Namespace, seed: int) -> dict:
-    us = SETTINGS[setting][1]
+def run_overrides(arm: str, setting: str, workers: int, root: Path, args: argparse.Namespace, seed: int,
+                  busy: str) -> list[str]:
+    """The `echoray train` overrides of one run (its accelerator logging into `busy`)."""
     target = "null" if args.target is None else args.target
+    return [*COMMON, f"source.path={root}", f"train.max_epochs={args.epochs}", f"seed={seed}",
+            f"scaling.num_workers={workers}", f"scaling.cpus_per_worker={WORKER_CPUS / workers}",
+            "model.name=accelerator_model:factory",
+            f'model.kwargs={{"us_per_sample": {SETTINGS[setting][1]}, "form": "{args.form}", "busy_log": "{busy}", '
+            f'"queue_steps": {queue_steps(args)}}}',
+            f"train.target={target}", f"train.evals_per_epoch={args.evals_per_epoch}", *arm_overrides(arm)]
+
+
+def ray_run(arm: str, setting: str, workers: int, root: Path, args: argparse.Namespace, seed: int) -> dict:
     with tempfile.TemporaryDirectory() as busy:
-        overrides = [*COMMON, f"source.path={root}", f"train.max_epochs={args.epochs}", f"seed={seed}",
-                     f"scaling.num_workers={workers}", "model.name=accelerator_model:factory",
-                     f'model.kwargs={{"us_per_sample": {us}, "form": "{args.form}", "busy_log": "{busy}", '
-                     f'"queue_steps": {queue_steps(args)}}}',
-                     f"train.target={target}", f"train.evals_per_epoch={args.evals_per_epoch}", *arm_overrides(arm)]
+        overrides = run_overrides(arm, setting, workers, root, args, seed, busy)
         summary, peak = train_in_process(overrides, f"{arm}-{setting}-w{workers}-s{seed}")
         figs = accelerator_figures(busy, summary["fresh_examples"])
     return {"arm": arm, "setting": setting, "workers": workers, "seed": seed, **figs,
@@ -115,8 +123,21 @@ def ray_run(arm: str, setting: str, workers: int, root: Path, args: argparse.Nam
             "measured_factor": summary["echo"]["measured_factor"], "final_factor": summary["echo"]["final_factor"],
             "summary_measured_R": summary["measured_R"], "wall_s": summary["wall_s"],
             "time_to_first_step_s": summary["time_to_first_step_s"], "peak_pss_gib": peak / 2**30,
+            "loop": loop_profile(summary),
             "evaluations": [{k: h.get(k) for k in ("evaluation", "epoch", "accuracy", "train_s")}
                             for h in summary.get("history", [])]}
+
+
+def loop_profile(summary: dict) -> dict:
+    """Where rank 0's training loop spent its time (seconds and shares of the loop): in steps
+    (the host's step calls, which block while the accelerator is a step ahead), waiting for
+    its next batch (the input pipeline), in evaluations, and the rest (its own bookkeeping)."""
+    loop, wait, step, ev = (summary.get(k) for k in ("train_loop_s", "input_wait_s", "step_s", "eval_s"))
+    if not loop or wait is None or step is None:
+        return {}
+    parts = {"step_s": step, "input_wait_s": wait, "eval_s": ev or 0.0}
+    parts["other_s"] = max(loop - sum(parts.values()), 0.0)
+    return {"loop_s": loop, **parts, **{k.removesuffix("_s") + "_share": v / loop for k, v in parts.items()}}
 
 
 def pilot_target(root: Path, args: argparse.Namespace) -> dict:
@@ -160,13 +181,21 @@ def summarise(runs: list[dict]) -> list[dict]:
                     "from_first_step_median_s": statistics.median(
                         t - r.get("time_to_first_step_s", 0.0) for t, r in zip(ttt, rs, strict=True)),
                     "fresh_per_s": statistics.median(fresh) if fresh else None,
-                    "measured_factor": statistics.median(r.get("measured_factor") or 1.0 for r in rs)})
+                    "measured_factor": statistics.median(r.get("measured_factor") or 1.0 for r in rs),
+                    **loop_medians(rs)})
     for row in out:
         base = next((b for b in out if (b["setting"], b["workers"], b["arm"]) ==
                      (row["setting"], row["workers"], "e1")), None)
         accel = row["workers"] * 1e6 / SETTINGS[row["setting"]][1]
         row["R"] = accel / base["fresh_per_s"] if base and base["fresh_per_s"] else None
     return out
+
+
+def loop_medians(runs: list[dict]) -> dict:
+    """Medians over runs of the loop's shares (loop_profile), where the runs logged them."""
+    profiles = [r["loop"] for r in runs if r.get("loop")]
+    keys = ("step_share", "input_wait_share", "eval_share", "other_share")
+    return {f"loop_{k}": statistics.median(p[k] for p in profiles) for k in keys} if profiles else {}
 
 
 def goals(rows: list[dict]) -> list[dict]:

@@ -61,8 +61,7 @@ def build_summary(
         "time_to_first_read_s": (collected["first_read_at"] - t0) if collected.get("first_read_at") else None,
         "time_to_first_step_s": (first - t0) if first else None,
         "wall_s": t_end - t0,
-        "train_loop_s": final.get("loop_s"),
-        "eval_s": final.get("eval_s"),
+        **_loop_times(final),
         "upstream_examples_per_s": collected.get("upstream_examples_per_s"),
         "downstream_examples_per_s": collected.get("downstream_examples_per_s"),
         "measured_R": collected.get("measured_R"),
@@ -70,6 +69,13 @@ def build_summary(
         "peak_device_bytes": final.get("peak_device_bytes"),  # rank 0's GPU memory peak (None on CPU)
         **({"text": collected["text"]} if collected.get("text") else {}),  # data/text/run_files.py
     }
+
+
+def _loop_times(final: dict[str, Any]) -> dict[str, Any]:
+    """Where rank 0's training loop spent its time: in all, in evaluations, waiting for its
+    next batch (the input pipeline), in its steps."""
+    return {"train_loop_s": final.get("loop_s"), "eval_s": final.get("eval_s"),
+            "input_wait_s": final.get("wait_s"), "step_s": final.get("step_s")}
 
 
 def _to_target(hit: dict[str, Any] | None, t0: float) -> dict[str, Any]:

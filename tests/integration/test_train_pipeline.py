@@ -26,6 +26,7 @@ SUMMARY_KEYS = {
     "workers", "epochs", "steps", "fresh_examples", "trained_examples", "metric", "target_reached",
     "fresh_examples_to_target", "steps_to_target", "time_to_target_s", "wall_s",
     "upstream_examples_per_s", "downstream_examples_per_s", "measured_R",
+    "train_loop_s", "eval_s", "input_wait_s", "step_s",
 }
 
 
@@ -42,6 +43,7 @@ def test_digits_end_to_end_exact_counts_and_mlflow(run_pipeline, sqlite_uri, mon
     overrides = [*SMALL, "source.limit=320"]
     summary, audit = run_pipeline(None, *overrides)
     assert SUMMARY_KEYS <= set(summary)
+    assert 0 < summary["input_wait_s"] + summary["step_s"] + summary["eval_s"] <= summary["train_loop_s"]
     # 320 ids, batch 32: 10 steps per epoch, 3 epochs, everything consumed exactly once per epoch.
     assert summary["steps"] == 30 and summary["epochs"] == 3 and summary["evaluations"] == 3
     assert summary["fresh_examples"] == summary["trained_examples"] == 960 == audit.num_rows
