@@ -290,6 +290,24 @@ def t_figure5(rec: dict) -> list[str]:
     return out
 
 
+def t_text_pipeline(rec: dict) -> list[str]:
+    """Per tokenizer: sequences/s of the DataLoader and of echoray, steady (the second half
+    after the first batch) and from the first batch to the last, the per-repeat ratios'
+    medians, and the first batch's time."""
+    out = ["| tokenizer | rate | DataLoader, 2 workers | echoray, 2 actors of 1 CPU | echoray / DataLoader (median) |",
+           "|---|---|---|---|---|"]
+    for tok in ("bytes", "bpe"):
+        runs = rec[tok]["runs"]
+        for label, key in (("steady", "examples_per_s"), ("first batch to last", "after_first_batch_examples_per_s")):
+            dl, ours = [r[key] for r in runs["dataloader"]], [r[key] for r in runs["echoray"]]
+            ratio = statistics.median(o / d for o, d in zip(ours, dl, strict=True))
+            out.append(f"| {tok} | {label} | {min(dl):,.0f}-{max(dl):,.0f} | {min(ours):,.0f}-{max(ours):,.0f} | "
+                       f"**{ratio:.2f}x** |")
+        first = {arm: statistics.median(r["first_batch_s"] for r in rs) for arm, rs in runs.items()}
+        out.append(f"| {tok} | first batch | {first['dataloader']:.2f} s | {first['echoray']:.2f} s | |")
+    return out
+
+
 def t_search(rec: dict) -> list[str]:
     runs = sorted(rec["echoray"], key=lambda r: -r["concurrency"])
     out = ["| | " + " | ".join(f"concurrency {r['concurrency']}" for r in runs) + " |", "|---" * (len(runs) + 1) + "|"]
@@ -412,7 +430,8 @@ TABLES = {
         "batch-augmentation": page_table(("batch_augmentation.json",), t_batch_augmentation)},
     "docs/benchmarks/fashion-mnist.md": {"figure3": page_table(("fashion_mnist_figure3.json",), t_figure3)},
     "docs/how-to/language-models.md": {"figure5": page_table(("lm_echo_figure5.json",), t_figure5),
-                                       "echo-text": page_table(("lm_auto_echo.json",), t_echo)},
+                                       "echo-text": page_table(("lm_auto_echo.json",), t_echo),
+                                       "text-pipeline": page_table(("text_pipeline.json",), t_text_pipeline)},
     "docs/benchmarks/search.md": {"search": page_table(("tune_overhead.json",), t_search)},
     "docs/benchmarks/input-pipeline.md": {
         "input-pipeline": page_table(("input_pipeline_epochs.json",), t_input_pipeline),
