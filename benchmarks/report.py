@@ -44,6 +44,11 @@ class Results:
     def figure(self, name: str) -> dict | None:
         return self.records.get(name) if self.reasons.get(name, NO_RESULTS) is None else None
 
+    def record(self, name: str) -> dict | None:
+        """A clean, quiet run's file at whatever commit (a by-hand record), else None."""
+        rec = self.records.get(name)
+        return rec if rec is not None and cpu.verdict(rec.get("provenance")) is None else None
+
     def status(self, name: str) -> str:
         reason = self.reasons.get(name, NO_RESULTS)
         if reason is None:
@@ -72,7 +77,9 @@ def load(results_dir: Path, names: list[str]) -> Results:
     commit = max(bench, key=lambda p: p["ended"])["commit"] if bench else None
     for n in names:
         if reasons[n] is None and records[n]["provenance"]["commit"] != commit:
-            reasons[n] = f"commit {records[n]['provenance']['commit'][:7]}, the others at {commit[:7]}"
+            other = records[n]["provenance"]["commit"][:7]
+            reasons[n] = (f"commit {other}, the others at {commit[:7]}" if plist.part_of(n)
+                          else f"a record of commit {other}, not in make bench")
     return Results(records, reasons, commit)
 
 
@@ -400,6 +407,36 @@ def page_table(files: tuple[str, ...], extract):
     return render
 
 
+def record_table(files: tuple[str, ...], extract):
+    """A page table of by-hand records (files no make bench part writes): quoted from a clean
+    and quiet run at its own commit, which the table names, never as the report's figures."""
+    def render(res: Results) -> list[str]:
+        if any(res.record(f) is None for f in files):
+            return statuses(res, files)
+        recs = [res.records[f] for f in files]
+        try:
+            rows = extract(*recs)
+        except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError, StopIteration) as exc:
+            return statuses(res, files) + [f"| (all) | not a figure (its results file lacks {exc!s}) |"]
+        refs = ", ".join(f"`benchmarks/results/{f}`" for f in files)
+        commits = ", ".join(dict.fromkeys(f"`{r['provenance']['commit'][:7]}`" for r in recs))
+        return [f"A record at commit {commits} (run by hand, not in `make bench`), from {refs}:", "", *rows]
+    return render
+
+
+def t_loop_profile(rec: dict) -> list[str]:
+    """Per setting, worker count and arm: the accelerator's busy fraction and where rank 0's
+    loop spent its time (medians over the repeats; accelerator.loop_profile)."""
+    out = ["| setting | workers | arm | busy | loop: in steps | waiting for input | evaluations | the rest |",
+           "|---|---|---|---|---|---|---|---|"]
+    for r in rec["rows"]:
+        if "loop_step_share" in r:
+            out.append(f"| {r['setting']} | {r['workers']} | {r['arm']} | {r['busy']:.2f} | "
+                       f"{r['loop_step_share']:.2f} | {r['loop_input_wait_share']:.2f} | "
+                       f"{r['loop_eval_share']:.2f} | {r['loop_other_share']:.2f} |")
+    return out
+
+
 def parts_table(res: Results) -> list[str]:
     out = ["| part | command | minutes (quick) | results file: status |", "|---|---|---|---|"]
     for p in plist.PARTS:
@@ -437,7 +474,9 @@ TABLES = {
         "input-pipeline": page_table(("input_pipeline_epochs.json",), t_input_pipeline),
         "same-decoder": page_table(("accelerator.json",), t_same_decoder)},
     "docs/benchmarks/accelerator.md": {"accelerator": page_table(("accelerator.json",), t_accelerator),
-                                       "accelerator-ttt": page_table(("accelerator_ttt.json",), t_accelerator_ttt)},
+                                       "accelerator-ttt": page_table(("accelerator_ttt.json",), t_accelerator_ttt),
+                                       "accelerator-workers": record_table(("accelerator_workers.json",), t_accelerator),
+                                       "accelerator-loop": record_table(("accelerator_workers.json",), t_loop_profile)},
 }
 
 
