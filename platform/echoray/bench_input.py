@@ -187,14 +187,16 @@ def _rows_read(collector) -> int:
 
 
 def steady_rate(marks: list[tuple[float, int]]) -> float | None:
-    """Examples/s over the second half of the time after the first batch: the first half
-    drains what the pool made while the consumer started, which would inflate the rate."""
-    if len(marks) < 3:
+    """Examples/s over the second half of the time after the first batch, from the last batch
+    at or before that half's start to the last batch: the first half drains what the pool made
+    while the consumer started, which would inflate the rate. Defined for any 3 or more
+    batches over some time (a burst of early batches and one late one included); else None."""
+    if len(marks) < 3 or marks[-1][0] <= marks[0][0]:
         return None
     mid_t = marks[0][0] + (marks[-1][0] - marks[0][0]) / 2
-    t_mid, n_mid = next(m for m in marks if m[0] >= mid_t)
+    t_mid, n_mid = [m for m in marks if m[0] <= mid_t][-1]
     t_end, n_end = marks[-1]
-    return (n_end - n_mid) / (t_end - t_mid) if t_end > t_mid else None
+    return (n_end - n_mid) / (t_end - t_mid)
 
 
 def print_bench(r: dict[str, Any]) -> None:

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from echoray import bench_input, bench_probe
-from echoray.bench_input import after_first_rate, examples_per_row_read, per_cpu_second
+from echoray.bench_input import after_first_rate, examples_per_row_read, per_cpu_second, steady_rate
 from echoray.config import PipelineConfig
 from echoray.echo_plan import EchoPlan
 
@@ -14,6 +14,15 @@ def test_after_first_rate_excludes_the_first_batch():
     marks = [(10.0, 64), (11.0, 128), (12.0, 192), (14.0, 320)]
     assert after_first_rate(marks) == (320 - 64) / 4.0
     assert after_first_rate(marks[:1]) is None
+
+
+def test_steady_rate_counts_the_second_half_from_the_batch_before_it():
+    # evenly spaced: 8 examples a second; the window starts at the batch at the midpoint
+    assert steady_rate([(t, 8 * (t + 1)) for t in range(9)]) == pytest.approx(8.0)
+    # a burst of early batches and one late one (a tiny run): the late batch's rate, not None
+    assert steady_rate([(0.0, 8), (0.01, 16), (0.02, 24), (1.0, 32)]) == pytest.approx(8 / 0.98)
+    assert steady_rate([(0.0, 8), (1.0, 16)]) is None  # fewer than 3 batches
+    assert steady_rate([(0.5, 8), (0.5, 16), (0.5, 24)]) is None  # no time between them
 
 
 def test_per_cpu_second_counts_the_window_and_new_actors_from_their_start():
