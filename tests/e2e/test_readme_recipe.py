@@ -114,7 +114,9 @@ def stop_session(sid: int) -> None:
     def members() -> set[int]:
         return {p.pid for p in psutil.process_iter() if _sid(p) == sid}
 
-    stop_pids(members())
+    deadline = time.monotonic() + 60  # a process the session starts while it stops is stopped in turn
+    while (left := members()) and time.monotonic() < deadline:
+        stop_pids(left)
     assert not members()
 
 
