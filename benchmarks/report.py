@@ -31,6 +31,8 @@ import provenance as cpu
 
 REPO = Path(__file__).resolve().parents[1]
 NO_RESULTS = "no results yet"
+# what an extract raises when a results file lacks what it reads (an older schema)
+EXTRACT_ERRORS = (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError, StopIteration)
 
 
 @dataclass
@@ -90,7 +92,7 @@ def quoted(res: Results, files: tuple[str, ...], extract) -> str:
             return res.status(f)
     try:
         return extract(*(res.records[f] for f in files))
-    except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError, StopIteration) as exc:
+    except EXTRACT_ERRORS as exc:
         return f"not a figure (its results file lacks {exc!s})"
 
 
@@ -394,34 +396,34 @@ def ttt_from_first_step(row: dict) -> str:
     return "" if t is None else f"{t:.1f} s"
 
 
-def page_table(files: tuple[str, ...], extract):
+def _table(files: tuple[str, ...], extract, quotable, intro):
+    """A page table: extract(*records) under intro(res, records) when every file is
+    quotable(res, name) (a Results method), else the files' statuses."""
     def render(res: Results) -> list[str]:
-        if any(res.figure(f) is None for f in files):
-            return statuses(res, files)
-        try:
-            rows = extract(*(res.records[f] for f in files))
-        except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError, StopIteration) as exc:
-            return statuses(res, files) + [f"| (all) | not a figure (its results file lacks {exc!s}) |"]
-        refs = ", ".join(f"`benchmarks/results/{f}`" for f in files)
-        return [f"At commit `{res.commit[:7]}`, from {refs}:", "", *rows]
-    return render
-
-
-def record_table(files: tuple[str, ...], extract):
-    """A page table of by-hand records (files no make bench part writes): quoted from a clean
-    and quiet run at its own commit, which the table names, never as the report's figures."""
-    def render(res: Results) -> list[str]:
-        if any(res.record(f) is None for f in files):
+        if any(quotable(res, f) is None for f in files):
             return statuses(res, files)
         recs = [res.records[f] for f in files]
         try:
             rows = extract(*recs)
-        except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError, StopIteration) as exc:
+        except EXTRACT_ERRORS as exc:
             return statuses(res, files) + [f"| (all) | not a figure (its results file lacks {exc!s}) |"]
         refs = ", ".join(f"`benchmarks/results/{f}`" for f in files)
-        commits = ", ".join(dict.fromkeys(f"`{r['provenance']['commit'][:7]}`" for r in recs))
-        return [f"A record at commit {commits} (run by hand, not in `make bench`), from {refs}:", "", *rows]
+        return [f"{intro(res, recs)}, from {refs}:", "", *rows]
     return render
+
+
+def page_table(files: tuple[str, ...], extract):
+    """A table of make bench's figures, at the report's commit."""
+    return _table(files, extract, Results.figure, lambda res, recs: f"At commit `{res.commit[:7]}`")
+
+
+def record_table(files: tuple[str, ...], extract):
+    """A table of by-hand records (files no make bench part writes): quoted from a clean and
+    quiet run at its own commit, which the table names, never as the report's figures."""
+    def intro(res: Results, recs: list[dict]) -> str:
+        commits = ", ".join(dict.fromkeys(f"`{r['provenance']['commit'][:7]}`" for r in recs))
+        return f"A record at commit {commits} (run by hand, not in `make bench`)"
+    return _table(files, extract, Results.record, intro)
 
 
 def t_loop_profile(rec: dict) -> list[str]:
