@@ -198,6 +198,14 @@ def loop_medians(runs: list[dict]) -> dict:
     return {f"loop_{k}": statistics.median(p[k] for p in profiles) for k in keys} if profiles else {}
 
 
+def run_cpu(runs: list[dict]) -> dict:
+    """Over the runs: the busiest machine before one, the most other processes took of one,
+    and the median of the runs' own cores (of os.cpu_count())."""
+    return {"busy_cores_before_max": max(r["busy_cores_before"] for r in runs),
+            "foreign_cpu_share_max": max(r["cpu"]["foreign_cpu_share"] for r in runs),
+            "own_cores_median": statistics.median(r["cpu"]["own_cores"] for r in runs)}
+
+
 def goals(rows: list[dict]) -> list[dict]:
     """auto >= 0.9 busy and within 10% of the best fixed factor's busy, per placement."""
     checks = []
@@ -267,23 +275,24 @@ def main() -> None:
     runs = []
     for rep in range(args.repeats):
         for setting, workers, arm in plan if rep % 2 == 0 else plan[::-1]:
-            before = settled_load(timeout_s=5 if args.quick else 120)[0]
+            before = common.quiet_machine(timeout_s=5 if args.quick else 120)
             t = time.time()
-            r = (dataloader_run(setting, root, args, rep) if arm == "dataloader"
-                 else ray_run(arm, setting, workers, root, args, rep))
-            # load_1m: read at the run's end, the run's own processes (its actors, worker and
-            # Ray) included; load_1m_before: the machine before it, once settled. Other work
-            # is the provenance's foreign CPU share.
-            runs.append({**r, "repeat": rep, "load_1m_before": before, "load_1m": os.getloadavg()[0]})
+            with common.RunCpu() as use:
+                r = (dataloader_run(setting, root, args, rep) if arm == "dataloader"
+                     else ray_run(arm, setting, workers, root, args, rep))
+            # busy_cores_before: the machine in the 2 s before the run; cpu: the run's own cores
+            # (its actors, worker and Ray: about 2 of 2) and other processes' share of the busy CPU.
+            runs.append({**r, "repeat": rep, "busy_cores_before": before, "cpu": use.record})
             print(f"{setting} w{workers} {arm} rep {rep}: busy {r['busy']:.3f} trained {r['trained_per_s']:.0f}/s "
                   f"fresh {r['fresh_per_s'] or 0:.0f}/s ({time.time() - t:.0f} s)", flush=True)
     rows = summarise(runs)
+    end_load = settled_load(timeout_s=5 if args.quick else 120)  # after the last run's Ray, as at the start
     headline = {f"{r['setting']} {r['arm']}": r["busy"] for r in rows  # make bench's report (report.py)
                 if r["workers"] == 1 and (r["arm"] in ("e1", "dataloader") or r["arm"].endswith("_auto"))}
     out = {"busy_fraction": headline, "queue_steps": queue_steps(args), "form": args.form, "settings": {k: {"scale_of_a100_rn50_amp": v[0], "us_per_sample": v[1]} for k, v in SETTINGS.items()},
            "files": args.files, "epochs": args.epochs, "target": args.target, "pilot": pilot,
-           "rows": rows, "goals": goals(rows), "runs": runs}
-    print(save(args.name, out, args, start_load=load0, seeds=list(range(args.repeats)), repeats=args.repeats))
+           "rows": rows, "goals": goals(rows), "run_cpu": run_cpu(runs), "runs": runs}
+    print(save(args.name, out, args, start_load=load0, end_load=end_load, seeds=list(range(args.repeats)), repeats=args.repeats))
 
 
 if __name__ == "__main__":

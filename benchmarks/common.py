@@ -115,6 +115,35 @@ def settled_load(max_load: float = 2.5, timeout_s: float = 120.0, poll_s: float 
     return os.getloadavg()
 
 
+def quiet_machine(max_busy_cores: float = 0.25, window_s: float = 2.0, timeout_s: float = 120.0) -> float:
+    """Waits until the machine's busy cores over `window_s` (provenance.busy_cores) are at
+    most `max_busy_cores`, or `timeout_s`; returns the last reading. Taken before each run
+    of a benchmark that runs many (accelerator.py): the previous run's Ray has exited and
+    nothing else runs. The 1-minute load average is no such test: it still carries the
+    previous run's own 2 actors, worker and Ray for minutes after they ended."""
+    deadline = time.monotonic() + timeout_s
+    busy = cpu.busy_cores(window_s)
+    while busy > max_busy_cores and time.monotonic() < deadline:
+        busy = cpu.busy_cores(window_s)
+    return round(busy, 3)
+
+
+class RunCpu:
+    """The CPU of one run inside a benchmark (`with RunCpu() as use: ...`, then `use.record`):
+    provenance.window_use over the run, own processes as for the whole file (this process,
+    its descendants, the part's session under make bench)."""
+
+    def __enter__(self) -> RunCpu:
+        session = os.getsid(0) if os.environ.get("ECHORAY_BENCH_PART") else None
+        self.monitor, self.t0, self.record = cpu.CpuMonitor(session=session).start(), time.monotonic(), {}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        result = self.monitor.result()
+        self.monitor.stop()
+        self.record = cpu.window_use(result, time.monotonic() - self.t0)
+
+
 def load_avg(start: tuple[float, float, float] | None = None, end: tuple[float, float, float] | None = None) -> dict:
     """The recorded load form: 1-min load average at `start` (default: the benchmark's
     start) and at `end` (default: now), and the 1/5/15-min triples."""

@@ -192,6 +192,24 @@ class CpuMonitor:
             self._thread.join()
 
 
+def busy_cores(window_s: float = 2.0, proc: Path = Path("/proc")) -> float:
+    """The machine's busy cores (busy CPU-seconds per second, every process and the
+    kernel) over the next `window_s` seconds, from /proc/stat: what is running now, where
+    the 1-minute load average still carries the last minute."""
+    t0, b0 = time.monotonic(), parse_cpu_line((proc / "stat").read_text())
+    time.sleep(window_s)
+    t1, b1 = time.monotonic(), parse_cpu_line((proc / "stat").read_text())
+    return (b1 - b0) / TICKS / (t1 - t0)
+
+
+def window_use(result: dict, wall_s: float) -> dict:
+    """One window's CPU from a `Tally.result()` over `wall_s` seconds: the benchmark's own
+    cores, the machine's busy cores and other processes' share of them."""
+    wall_s = max(wall_s, 1e-9)
+    return {"own_cores": round(result["own_cpu_s"] / wall_s, 3), "busy_cores": round(result["busy_cpu_s"] / wall_s, 3),
+            "foreign_cpu_share": result["foreign_cpu_share"]}
+
+
 def verdict(prov: object, limit: float = LIMIT) -> str | None:
     """Why a results file's `provenance` does not make it a figure, or None when it does."""
     if not isinstance(prov, dict):

@@ -40,3 +40,10 @@ def test_loop_medians_take_each_share_over_the_runs():
     runs = [{"loop": acc.loop_profile({"train_loop_s": 10.0, "input_wait_s": w, "step_s": 2.0, "eval_s": 0.0})}
             for w in (1.0, 5.0, 3.0)]
     assert acc.loop_medians(runs)["loop_input_wait_share"] == pytest.approx(0.3)
+
+
+def test_run_cpu_takes_the_worst_runs_and_the_median_own_cores():
+    runs = [{"busy_cores_before": b, "cpu": {"own_cores": o, "foreign_cpu_share": f}}
+            for b, o, f in ((0.02, 1.9, 0.004), (0.11, 1.95, 0.012), (0.05, 1.7, 0.001))]
+    assert acc.run_cpu(runs) == {"busy_cores_before_max": 0.11, "foreign_cpu_share_max": 0.012,
+                                 "own_cores_median": 1.9}

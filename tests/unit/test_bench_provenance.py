@@ -126,6 +126,43 @@ def test_the_monitor_counts_a_child_of_this_process_as_own():
     assert got["busy_cpu_s"] >= got["own_cpu_s"] * 0.9  # the machine was at least as busy as we were
 
 
+def test_busy_cores_is_the_busy_ticks_over_the_window(tmp_path, monkeypatch):
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  100 0 50 900 0 0 0 0 0 0\n")
+    clock = iter([10.0, 12.0])
+    monkeypatch.setattr(prov.time, "monotonic", lambda: next(clock))
+    # 1.5 cores over the 2 s window: 3 CPU-seconds of user + system time
+    monkeypatch.setattr(prov.time, "sleep", lambda s: stat.write_text(
+        f"cpu  {100 + 2 * prov.TICKS} 0 {50 + prov.TICKS} 900 0 0 0 0 0 0\n"))
+    assert prov.busy_cores(2.0, tmp_path) == pytest.approx(1.5)
+
+
+def test_window_use_gives_cores_over_the_wall_time():
+    result = {"own_cpu_s": 19.6, "foreign_cpu_s": 0.1, "busy_cpu_s": 19.8, "foreign_cpu_share": 0.0051}
+    assert prov.window_use(result, 10.0) == {"own_cores": 1.96, "busy_cores": 1.98, "foreign_cpu_share": 0.0051}
+
+
+def test_quiet_machine_waits_for_the_busy_cores_to_fall_or_times_out(monkeypatch):
+    common = load_benchmark("common")
+    readings = iter([1.9, 0.8, 0.1, 0.05])
+    monkeypatch.setattr(common.cpu, "busy_cores", lambda window_s: next(readings))
+    assert common.quiet_machine(max_busy_cores=0.15, timeout_s=60) == 0.1  # the first quiet reading
+    monkeypatch.setattr(common.cpu, "busy_cores", lambda window_s: 1.9)
+    assert common.quiet_machine(timeout_s=0.0) == 1.9  # never quiet: the last reading, after the timeout
+
+
+def test_run_cpu_counts_the_runs_own_cpu(monkeypatch):
+    monkeypatch.delenv("ECHORAY_BENCH_PART", raising=False)
+    common = load_benchmark("common")
+    with common.RunCpu() as use:
+        subprocess.run([sys.executable, "-c", "import time\nt = time.process_time()\n"
+                        "while time.process_time() - t < 0.5: pass\ntime.sleep(1.2)"], check=True)
+    assert set(use.record) == {"own_cores", "busy_cores", "foreign_cpu_share"}
+    # 0.5 CPU-s of the child's (seen by a sample in its last second) over a run of at least 1.7 s
+    assert 0.45 / 10 <= use.record["own_cores"] <= 0.5 / 1.7 + 0.2
+    assert 0.0 <= use.record["foreign_cpu_share"] <= 1.0
+
+
 @pytest.mark.parametrize(("record", "reason"), [
     (None, "no provenance"),
     ({"commit": "a", "dirty": True}, "dirty tree"),
