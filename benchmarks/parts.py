@@ -87,10 +87,12 @@ PARTS: tuple[Part, ...] = (
                          ("benchmarks/accelerator.py", "--form", "padded", "--target", "pilot", "--evals-per-epoch",
                           "2", "--workers", "1",
                           "--repeats", "3", "--arms", "e1,batch_e4,batch_auto", "--name", "accelerator_ttt"),
-                         ("benchmarks/accelerator_free_data.py", "--epochs", "4", "--repeats", "3")),
-         ("accelerator.json", "accelerator_ttt.json", "accelerator_free_data.json"), 46.4,
+                         ("benchmarks/accelerator_free_data.py", "--epochs", "4", "--repeats", "3"),
+                         ("benchmarks/accelerator.py", "--workers", "2", "--repeats", "2", "--arms",
+                          "e1,batch_e4,batch_auto", "--no-dataloader", "--name", "accelerator_workers")),
+         ("accelerator.json", "accelerator_ttt.json", "accelerator_free_data.json", "accelerator_workers.json"), 46.4,
          (("benchmarks/accelerator.py", "--smoke"),), 2,
-         "one Ray Train worker (not 1 and 2), 2 repeats (not 3), no echo before augmentation, e = 4 after "
+         "two Ray Train workers for e = 1, batch e = 4 and batch auto only, 2 repeats (not 3), no echo before augmentation, e = 4 after "
          "it and e = 2 and 4 for batch echo (not 2, 4, 8 everywhere); time to target: e = 1, batch e = 4 "
          "and batch auto"),
     Part("search_overhead", (("benchmarks/tune_overhead.py", "--trivial", "0", "--echoray", "8",

@@ -426,12 +426,13 @@ def record_table(files: tuple[str, ...], extract):
     return _table(files, extract, Results.record, intro)
 
 
-def t_loop_profile(rec: dict) -> list[str]:
-    """Per setting, worker count and arm: the accelerator's busy fraction and where rank 0's
-    loop spent its time (medians over the repeats; accelerator.loop_profile)."""
+def t_loop_profile(*recs: dict) -> list[str]:
+    """Per setting, worker count and arm (over the files given): the accelerator's busy
+    fraction and where rank 0's loop spent its time (medians over the repeats;
+    accelerator.loop_profile)."""
     out = ["| setting | workers | arm | busy | loop: in steps | waiting for input | evaluations | the rest |",
            "|---|---|---|---|---|---|---|---|"]
-    for r in rec["rows"]:
+    for r in (row for rec in recs for row in rec["rows"]):
         if "loop_step_share" in r:
             out.append(f"| {r['setting']} | {r['workers']} | {r['arm']} | {r['busy']:.2f} | "
                        f"{r['loop_step_share']:.2f} | {r['loop_input_wait_share']:.2f} | "
@@ -477,8 +478,9 @@ TABLES = {
         "same-decoder": page_table(("accelerator.json",), t_same_decoder)},
     "docs/benchmarks/accelerator.md": {"accelerator": page_table(("accelerator.json",), t_accelerator),
                                        "accelerator-ttt": page_table(("accelerator_ttt.json",), t_accelerator_ttt),
-                                       "accelerator-workers": record_table(("accelerator_workers.json",), t_accelerator),
-                                       "accelerator-loop": record_table(("accelerator_workers.json",), t_loop_profile)},
+                                       "accelerator-workers": page_table(("accelerator_workers.json",), t_accelerator),
+                                       "accelerator-loop": page_table(("accelerator.json", "accelerator_workers.json"),
+                                                                      t_loop_profile)},
 }
 
 

@@ -148,16 +148,16 @@ def test_a_record_table_quotes_a_clean_quiet_record_at_its_own_commit(repo):
     for r in rec["rows"]:
         r.update(loop_step_share=0.25, loop_input_wait_share=0.5, loop_eval_share=0.125, loop_other_share=0.125)
     rec["provenance"].update(commit="e" * 40)
-    (results / "accelerator_workers.json").write_text(json.dumps(rec))
+    (results / "accelerator_by_hand.json").write_text(json.dumps(rec))
     res = report.load(results, [])
-    lines = report.record_table(("accelerator_workers.json",), report.t_loop_profile)(res)
+    lines = report.record_table(("accelerator_by_hand.json",), report.t_loop_profile)(res)
     assert lines[0] == ("A record at commit `eeeeeee` (run by hand, not in `make bench`), from "
-                        "`benchmarks/results/accelerator_workers.json`:")
+                        "`benchmarks/results/accelerator_by_hand.json`:")
     assert "| R3 | 1 | batch_auto | 0.95 | 0.25 | 0.50 | 0.12 | 0.12 |" in lines
     rec["provenance"].update(clean=False)
-    (results / "accelerator_workers.json").write_text(json.dumps(rec))
-    lines = report.record_table(("accelerator_workers.json",), report.t_loop_profile)(report.load(results, []))
-    assert lines[-1] == "| `benchmarks/results/accelerator_workers.json` | not a figure (dirty tree) |"
+    (results / "accelerator_by_hand.json").write_text(json.dumps(rec))
+    lines = report.record_table(("accelerator_by_hand.json",), report.t_loop_profile)(report.load(results, []))
+    assert lines[-1] == "| `benchmarks/results/accelerator_by_hand.json` | not a figure (dirty tree) |"
 
 
 def test_no_figure_says_so_above_the_table(repo):
