@@ -50,7 +50,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check platform tests jobs benchmarks
 
 # Every figure the README and docs/benchmarks quote, from one clean commit; the parts are
-# listed in benchmarks/parts.py (docs/benchmarks/index.md): `make bench` all (~2 h 23 min on
+# listed in benchmarks/parts.py (docs/benchmarks/index.md): `make bench` all (~2 h 25 min on
 # 2 idle cores), `make bench PART=name` one, `make bench-quick` each part's smoke scale
 # (~20 min), `make bench-report` the README's and the pages' tables from the results files.
 bench: $(STAMP)
