@@ -134,8 +134,7 @@ class RunCpu:
     its descendants, the part's session under make bench)."""
 
     def __enter__(self) -> RunCpu:
-        session = os.getsid(0) if os.environ.get("ECHORAY_BENCH_PART") else None
-        self.monitor, self.t0, self.record = cpu.CpuMonitor(session=session).start(), time.monotonic(), {}
+        self.monitor, self.t0, self.record = cpu.CpuMonitor(session=_own_session()).start(), time.monotonic(), {}
         return self
 
     def __exit__(self, *exc) -> None:
@@ -162,6 +161,12 @@ def _tree_state() -> tuple[str | None, bool | None]:
     return _git("rev-parse", "HEAD"), (not status) if status is not None else None
 
 
+def _own_session() -> int | None:
+    """The session whose processes count as the benchmark's own: under `make bench`
+    (ECHORAY_BENCH_PART set, each part in a session of its own) the part's, else none."""
+    return os.getsid(0) if os.environ.get("ECHORAY_BENCH_PART") else None
+
+
 class _Start:
     """The run's start: HEAD, cleanliness and the CPU monitor, taken when a benchmark script
     imports this module (or at the first save, in a process that is no benchmark script:
@@ -177,8 +182,7 @@ class _Start:
             cls.commit, cls.clean = _tree_state()
             # own: this process, its descendants (its Ray) and, under `make bench`
             # (ECHORAY_BENCH_PART set, each part in a session of its own), the part's session
-            session = os.getsid(0) if os.environ.get("ECHORAY_BENCH_PART") else None
-            cls.monitor = cpu.CpuMonitor(session=session).start()
+            cls.monitor = cpu.CpuMonitor(session=_own_session()).start()
         return cls
 
 
