@@ -50,8 +50,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check platform tests jobs benchmarks
 
 # Every figure the README and docs/benchmarks quote, from one clean commit; the parts are
-# listed in benchmarks/parts.py (docs/benchmarks/index.md): `make bench` all (~2 h 28 min on
-# 2 idle cores, a slow day's), `make bench PART=name` one, `make bench-quick` each part's smoke scale
+# listed in benchmarks/parts.py (docs/benchmarks/index.md): `make bench` all (~2 h 25 min on
+# 2 idle cores, at af9490d), `make bench PART=name` one, `make bench-quick` each part's smoke scale
 # (~20 min), `make bench-report` the README's and the pages' tables from the results files.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py $(if $(PART),--part $(PART))
