@@ -52,7 +52,7 @@ lint: $(STAMP)
 # Every figure the README and docs/benchmarks quote, from one clean commit; the parts are
 # listed in benchmarks/parts.py (docs/benchmarks/index.md): `make bench` all (~2 h 25 min on
 # 2 idle cores, at af9490d), `make bench PART=name` one, `make bench-quick` each part's smoke scale
-# (~20 min), `make bench-report` the README's and the pages' tables from the results files.
+# (~14 min at 4c95b37), `make bench-report` the README's and the pages' tables from the results files.
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench.py $(if $(PART),--part $(PART))
 

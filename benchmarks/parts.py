@@ -6,8 +6,7 @@ results files it writes into benchmarks/results/, its minutes on the 2-core
 development machine when nothing else runs (measured, below), what is
 scaled against the recorded figures, and its `make bench-quick` command (each script's
 smoke scale, results to runs/bench-quick/ or a temporary folder, never benchmarks/results;
-its minutes are estimates from the scripts' documented smoke times, the startup part's
-measured).
+its minutes as measured by `make bench-quick` at 4c95b37 in a clean clone: 14.1 in all).
 
 Every part's minutes are as measured by `make bench` at af9490d in a clean clone with
 nothing else running (docs/benchmarks/index.md): 145.1 minutes in all, under issue 64's
@@ -64,33 +63,33 @@ class Part:
 PARTS: tuple[Part, ...] = (
     Part("startup", (("benchmarks/startup.py", "--repeats", "3", "--trainers", "auto", "false"),),
          ("startup.json",), 2.6,
-         (("benchmarks/startup.py", "--repeats", "1", "--trainers", "auto"),), 1),
+         (("benchmarks/startup.py", "--repeats", "1", "--trainers", "auto"),), 0.3),
     Part("echo_images", (("benchmarks/echo.py", "--r", "4", "--seeds", "0,1,2"),
                          ("benchmarks/echo.py", "--r", "8", "--seeds", "0,1,2")),
          ("echo_R4.json", "echo_R8.json"), 16.4,
-         (("benchmarks/echo.py", "--r", "4", "--seeds", "0", "--factors", "1,auto", "--epochs", "3"),), 2,
+         (("benchmarks/echo.py", "--r", "4", "--seeds", "0", "--factors", "1,auto", "--epochs", "3"),), 1.5,
          "R ~ 4 and 8 (the R ~ 6 level dropped)"),
     Part("echo_text", (("benchmarks/lm.py", "--part", "auto", "--auto-seeds", "0", "1", "2"),),
          ("lm_auto_echo.json",), 22.7,
-         (("benchmarks/lm.py", "--smoke", "--part", "auto"),), 1, "3 seeds (5 before; 4 at 686bc23)"),
+         (("benchmarks/lm.py", "--smoke", "--part", "auto"),), 2.1, "3 seeds (5 before; 4 at 686bc23)"),
     Part("figure3", (("benchmarks/fashion_mnist.py", "--part", "figure3", "--repeats", "2"),),
          ("fashion_mnist_figure3.json",), 15.8,
-         (("benchmarks/fashion_mnist.py", "--smoke", "--part", "figure3"),), 3,
+         (("benchmarks/fashion_mnist.py", "--smoke", "--part", "figure3"),), 1.5,
          "2 repeats of each 4-trial search (3 before)"),
     Part("figure5", (("benchmarks/lm.py", "--part", "figure5"),), ("lm_echo_figure5.json",), 16.2,
-         (("benchmarks/lm.py", "--smoke", "--part", "figure5"),), 1.5),
+         (("benchmarks/lm.py", "--smoke", "--part", "figure5"),), 0.5),
     Part("batch_augmentation", (("benchmarks/batch_augmentation.py", "--seeds", "3", "--epochs", "2"),),
          ("batch_augmentation.json",), 11.5,
-         (("benchmarks/batch_augmentation.py", "--seeds", "1", "--epochs", "1", "--limit", "512"),), 2),
+         (("benchmarks/batch_augmentation.py", "--seeds", "1", "--epochs", "1", "--limit", "512"),), 3.9),
     Part("text_ba", (("benchmarks/lm.py", "--part", "ba"),), ("lm_ba.json",), 3.1,
-         (("benchmarks/lm.py", "--smoke", "--part", "ba"),), 0.5),
+         (("benchmarks/lm.py", "--smoke", "--part", "ba"),), 0.4),
     Part("text_pipeline", (("benchmarks/lm.py", "--part", "pipeline"),), ("text_pipeline.json",), 3.2,
-         (("benchmarks/lm.py", "--smoke", "--part", "pipeline"),), 1, "2 repeats (4 before)"),
+         (("benchmarks/lm.py", "--smoke", "--part", "pipeline"),), 1.6, "2 repeats (4 before)"),
     Part("input_pipeline", (("benchmarks/input_pipeline.py", "--files", "2000", "--repeats", "3", "--parts",
                              "epochs", "--name", "input_pipeline_epochs"),),
          ("input_pipeline_epochs.json",), 4.4,
          (("benchmarks/input_pipeline.py", "--files", "200", "--repeats", "1", "--seconds", "5", "--parts",
-           "epochs", "--name", "input_pipeline_epochs"),), 1.5),
+           "epochs", "--name", "input_pipeline_epochs"),), 0.5),
     Part("accelerator", (("benchmarks/accelerator.py", "--workers", "1", "--repeats", "2", "--arms", ACCEL_ARMS),
                          ("benchmarks/accelerator.py", "--form", "padded", "--target", "pilot", "--evals-per-epoch",
                           "2", "--workers", "1",
@@ -99,15 +98,15 @@ PARTS: tuple[Part, ...] = (
                          ("benchmarks/accelerator.py", "--workers", "2", "--settings", "R3", "--repeats", "2", "--arms",
                           "e1,batch_e4,batch_auto", "--no-dataloader", "--name", "accelerator_workers")),
          ("accelerator.json", "accelerator_ttt.json", "accelerator_free_data.json", "accelerator_workers.json"), 45.4,
-         (("benchmarks/accelerator.py", "--smoke"),), 2,
+         (("benchmarks/accelerator.py", "--smoke"),), 1.3,
          "two Ray Train workers at R3 for e = 1, batch e = 4 and batch auto only (R6 too at 686bc23), 2 repeats (not 3), no echo before augmentation, e = 4 after "
          "it and for batch echo (not 2, 4, 8 everywhere); time to target: e = 1, batch e = 4 "
          "and batch auto"),
     Part("search_overhead", (("benchmarks/tune_overhead.py", "--trivial", "0", "--echoray", "8",
                               "--echoray-concurrency", "2", "1"),), ("tune_overhead.json",), 2.1,
-         (("benchmarks/tune_overhead.py", "--trivial", "4", "--echoray", "0"),), 0.5),
+         (("benchmarks/tune_overhead.py", "--trivial", "4", "--echoray", "0"),), 0.2),
     Part("control_plane", (("benchmarks/control_plane.py",),), ("control_plane.json",), 1.7,
-         (("benchmarks/control_plane.py", "--smoke"),), 1),
+         (("benchmarks/control_plane.py", "--smoke"),), 0.3),
 )
 
 
