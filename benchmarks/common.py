@@ -155,7 +155,7 @@ def _utc(t: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
 
 
-def _tree_state() -> tuple[str | None, bool | None]:
+def tree_state() -> tuple[str | None, bool | None]:
     """(HEAD, whether no tracked or untracked file outside benchmarks/results/ differs)."""
     status = _git("status", "--porcelain", "--", ".", ":(exclude)benchmarks/results")
     return _git("rev-parse", "HEAD"), (not status) if status is not None else None
@@ -179,7 +179,7 @@ class _Start:
     @classmethod
     def take(cls) -> type[_Start]:
         if cls.monitor is None:
-            cls.commit, cls.clean = _tree_state()
+            cls.commit, cls.clean = tree_state()
             # own: this process, its descendants (its Ray) and, under `make bench`
             # (ECHORAY_BENCH_PART set, each part in a session of its own), the part's session
             cls.monitor = cpu.CpuMonitor(session=_own_session()).start()
@@ -196,7 +196,7 @@ def provenance(args=None, **extra) -> dict:
     argparse `args` where it has them, or `extra`)."""
     a = vars(args) if args is not None else {}
     start = _Start.take()
-    commit, clean = _tree_state()
+    commit, clean = tree_state()
     shares = start.monitor.result()
     attempts = json.loads(os.environ.get("ECHORAY_BENCH_ATTEMPTS") or "[]")
     return {"commit": start.commit, "clean": bool(start.clean and clean and commit == start.commit),

@@ -43,7 +43,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import save
+from common import save, tree_state
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = Path(__file__).resolve().parent
@@ -75,10 +75,11 @@ VARIANTS = "baseline,before_augment:2,after_augment:2,batch:2"
 
 
 def commit() -> dict:
-    def git(*a: str) -> str:
-        return subprocess.run(["git", "-C", str(REPO), *a], capture_output=True, text=True).stdout.strip()
-
-    return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+    """HEAD and whether the tree differs outside benchmarks/results/: common.tree_state, the
+    check every results file's provenance makes (make bench runs in a clone whose earlier
+    parts' results are changed files, which are not a dirty tree)."""
+    head, clean = tree_state()
+    return {"commit": head, "dirty": None if clean is None else not clean}
 
 
 def scaled_pipeline(src: str, overrides: list[str], out: Path) -> str:
